@@ -1,0 +1,49 @@
+"""funcdiff: exact higher-order derivatives of plain NumPy and SciPy code.
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> x = fd.tensor([0.5, 2.0], requires_grad=True)
+>>> (g,) = fd.grad(np.sum(x ** 3), x, create_graph=True)
+>>> g
+tensor([ 0.75, 12.  ], grad_fn=<MultiplyBackward>)
+>>> fd.grad(g[1], x)[0]
+tensor([ 0., 12.])
+"""
+
+# Import order matters: the autograd package first (it pulls in the Tensor and the
+# operation layer), then the rules, which register themselves.
+from funcdiff import autograd
+from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
+from funcdiff._tensor import Tensor, tensor
+from funcdiff.autograd import (
+    Function,
+    FunctionCtx,
+    backward,
+    enable_grad,
+    grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    once_differentiable,
+    set_grad_enabled,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Tensor",
+    "tensor",
+    "grad",
+    "backward",
+    "autograd",
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+]

@@ -1,0 +1,401 @@
+"""Running rules: compute an operation on ndarrays and record it in the graph.
+
+Every operation on Tensors, whether an operator, a method, a ufunc or a NumPy
+function, ends in :func:`call`: unwrap the Tensors, run the rule's forward on the
+ndarrays, wrap the results, and, when grad mode is on and a differentiable input
+requires grad, attach a :class:`RuleNode` holding what the rule's vjps need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor, _wrap
+from funcdiff.autograd import grad_mode
+from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions
+from funcdiff.rules._registry import FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
+
+__all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode"]
+
+_state = grad_mode._state
+_ARRAY_TYPES = (np.ndarray, np.generic)
+
+
+class RuleNode(Node):
+    """A node that differentiates through a registered :class:`Rule`."""
+
+    __slots__ = ("rule", "args", "kwargs", "paths", "ans", "checks", "multi")
+
+    def name(self) -> str:
+        return self.rule.node_name
+
+    def release(self) -> None:
+        self.args = None
+        self.kwargs = None
+        self.ans = None
+        self.checks = ()
+
+    def _ans_tensors(self) -> Any:
+        # Under create_graph the output re-enters the graph as a Tensor produced by
+        # this very node, so derivatives of rules that read ``ans`` flow through it.
+        if self.multi:
+            return tuple(
+                _wrap(a, a.dtype.kind == "f", self if a.dtype.kind == "f" else None, i)
+                for i, a in enumerate(self.ans)
+            )
+        return _wrap(self.ans, True, self, 0)
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        args = self.args
+        if args is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.checks:
+            check_versions(self.checks, self)
+        kwargs = self.kwargs
+        if create_graph:
+            ans = self._ans_tensors()
+        else:
+            args = tuple(_data_of(a) for a in args)
+            if kwargs:
+                kwargs = {k: _data_of(v) for k, v in kwargs.items()}
+            ans = self.ans
+        g = tuple(grads) if self.multi else grads[0]
+        rule = self.rule
+        paths = self.paths
+        if rule.vjp_all is not None:
+            needs = tuple(any(p[0] == i for p in paths) for i in range(len(args)))
+            results = rule.vjp_all(needs, g, ans, *args, **kwargs)
+            return [results[k] if sub is None else results[k][sub] for k, sub in paths]
+        if len(paths) == 1:
+            key, sub = paths[0]
+            r = rule.vjps[key](g, ans, *args, **kwargs)
+            return [r if sub is None else r[sub]]
+        done: dict = {}
+        out = []
+        for key, sub in paths:
+            if key not in done:
+                done[key] = rule.vjps[key](g, ans, *args, **kwargs)
+            r = done[key]
+            out.append(r if sub is None else r[sub])
+        return out
+
+
+def _data_of(obj: Any) -> Any:
+    """ndarray for a Tensor; the same for the Tensors inside a list or tuple."""
+    if isinstance(obj, Tensor):
+        return obj.data
+    if type(obj) in (list, tuple) and any(isinstance(o, Tensor) for o in obj):
+        return type(obj)(o.data if isinstance(o, Tensor) else o for o in obj)
+    return obj
+
+
+def _edge(t: Tensor) -> tuple[Node, int]:
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    return t._gradient_edge()
+
+
+def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
+    """Find the Tensors among the arguments (one level into lists and tuples).
+
+    Returns ``(paths, tensors)``: where each Tensor sits, as ``(key, index-in-list)``.
+    """
+    paths: list = []
+    tensors: list = []
+    for key, a in (*enumerate(args), *kwargs.items()):
+        if isinstance(a, Tensor):
+            paths.append((key, None))
+            tensors.append(a)
+        elif type(a) in (list, tuple):
+            for j, item in enumerate(a):
+                if isinstance(item, Tensor):
+                    paths.append((key, j))
+                    tensors.append(item)
+    return paths, tensors
+
+
+def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Tensor]]:
+    """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
+    if isinstance(out, _ARRAY_TYPES):
+        arr = out if type(out) is np.ndarray else np.asarray(out)
+        t = _wrap(arr, False, None, 0)
+        if arr.base is not None and view_source:
+            _mark_view(t, view_source)
+        return t, [t]
+    if isinstance(out, (tuple, list)):
+        tensors = []
+        items = []
+        for o in out:
+            if isinstance(o, _ARRAY_TYPES):
+                w, ts = _wrap_outputs(o, view_source)
+                tensors.extend(ts)
+                items.append(w)
+            else:
+                items.append(o)
+        if isinstance(out, list):
+            return items, tensors
+        if hasattr(out, "_fields"):  # namedtuple results (EighResult, SVDResult, ...)
+            return type(out)(*items), tensors
+        return tuple(items), tensors
+    return out, []
+
+
+def _mark_view(t: Tensor, sources: Sequence[Tensor]) -> None:
+    """Share the version counter with the Tensor whose memory ``t`` aliases."""
+    for s in sources:
+        if np.may_share_memory(t.data, s.data):
+            t._version_box = s._version_box
+            t._view_of = s._view_of if s._view_of is not None else s
+            return
+
+
+def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> Any:
+    """Run ``rule`` on ``args`` (Tensors, arrays, constants) and record it when needed."""
+    if kwargs is None:
+        kwargs = {}
+    if rule.impl is not None:
+        return rule.impl(*args, **kwargs)
+    paths, tensors = _scan(args, kwargs)
+    data_args = tuple(_data_of(a) for a in args)
+    data_kwargs = {k: _data_of(v) for k, v in kwargs.items()} if kwargs else kwargs
+    out = rule.fn(*data_args, **data_kwargs)
+    result, outputs = _wrap_outputs(out, tensors)
+    if rule.differentiable and _state.grad_enabled:
+        _record(rule, args, kwargs, paths, tensors, out, outputs)
+    return result
+
+
+def _record(
+    rule: Rule,
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    paths: list,
+    tensors: list,
+    out: Any,
+    outputs: list[Tensor],
+) -> None:
+    diff_paths = []
+    edges = []
+    for path, t in zip(paths, tensors):
+        if not t._requires_grad:
+            continue
+        key = path[0]
+        if key in rule.nondiff_args:
+            continue
+        if rule.vjp_all is None and key not in rule.vjps or (
+            rule.vjp_all is not None and isinstance(key, str)
+        ):
+            where = f"argument {key!r}" if isinstance(key, str) else f"argument {key}"
+            raise NotImplementedError(
+                f"the derivative of {rule.name} with respect to its {where} is not "
+                "implemented; pass a constant there (tensor.detach()) or file an issue"
+            )
+        diff_paths.append(path)
+        edges.append(_edge(t))
+    if not edges:
+        return
+    float_outputs = [o for o in outputs if o.data.dtype.kind == "f"]
+    if not float_outputs:
+        return
+    node = RuleNode.__new__(RuleNode)
+    node.rule = rule
+    node.edges = tuple(edges)
+    node.paths = tuple(diff_paths)
+    node.args = tuple(args)
+    node.kwargs = kwargs
+    node.pre_hooks = None
+    node.retained = None
+    multi = len(outputs) != 1 or not isinstance(out, _ARRAY_TYPES)
+    node.multi = multi
+    if multi:
+        node.ans = tuple(o.data for o in outputs)
+        node.out_meta = tuple((o.data.shape, o.data.dtype) for o in outputs)
+    else:
+        node.ans = outputs[0].data
+        node.out_meta = ((node.ans.shape, node.ans.dtype),)
+    checks: list = []
+    if rule.reads_inputs:
+        for t in tensors:
+            checks.append(
+                (t._version_box, t._version_box[0], t, (t.grad_fn, t._output_nr) if t.grad_fn else None)
+            )
+    if rule.reads_ans:
+        for i, o in enumerate(outputs):
+            checks.append((o._version_box, o._version_box[0], o, (node, i)))
+    node.checks = tuple(checks)
+    for i, o in enumerate(outputs):
+        if o.data.dtype.kind == "f":
+            o._requires_grad = True
+            o.grad_fn = node
+            o._output_nr = i
+
+
+def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
+    """An operator's fast path to its ufunc rule."""
+    rule = UFUNC_RULES.get(ufunc)
+    if rule is None:
+        return _missing_rule(f"numpy.{ufunc.__name__}")
+    return call(rule, inputs)
+
+
+def _missing_rule(name: str) -> Any:
+    raise TypeError(
+        f"funcdiff has no derivative rule for {name}, so it cannot run on Tensors without "
+        "losing the gradient. Use supported functions, or call it on tensor.detach() "
+        "(or tensor.data) if no gradient is needed through it."
+    )
+
+
+_UFUNC_METHOD_FUNCTIONS = {
+    ("add", "reduce"): np.sum,
+    ("multiply", "reduce"): np.prod,
+    ("maximum", "reduce"): np.max,
+    ("minimum", "reduce"): np.min,
+    ("add", "accumulate"): np.cumsum,
+    ("multiply", "accumulate"): np.cumprod,
+}
+
+
+def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
+    """``Tensor.__array_ufunc__``: route a ufunc call to its rule."""
+    out = kwargs.pop("out", None)
+    if kwargs:
+        raise TypeError(
+            f"funcdiff supports numpy.{ufunc.__name__} on Tensors without the keyword "
+            f"arguments {sorted(kwargs)}"
+        )
+    if method == "__call__":
+        result = call_ufunc(ufunc, *inputs)
+    else:
+        func = _UFUNC_METHOD_FUNCTIONS.get((ufunc.__name__, method))
+        if func is None or len(inputs) != 1:
+            return _missing_rule(f"numpy.{ufunc.__name__}.{method}")
+        result = array_function(func, inputs, {})
+    if out is None:
+        return result
+    targets = out if isinstance(out, tuple) else (out,)
+    if len(targets) != 1 or not isinstance(targets[0], Tensor):
+        raise TypeError("out= must be a single Tensor when a ufunc is applied to Tensors")
+    setitem(targets[0], Ellipsis, result)
+    return targets[0]
+
+
+# NumPy functions that only look at metadata: answered on the data, never recorded.
+_METADATA_FUNCTIONS = {
+    np.shape,
+    np.ndim,
+    np.size,
+    np.result_type,
+    np.iscomplexobj,
+    np.isrealobj,
+    np.may_share_memory,
+    np.shares_memory,
+    np.min_scalar_type,
+    np.can_cast,
+}
+
+
+def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
+    """``Tensor.__array_function__``: route a NumPy function call to its rule."""
+    rule = FUNCTION_RULES.get(func)
+    if rule is not None:
+        return call(rule, args, kwargs)
+    if func in _METADATA_FUNCTIONS:
+        return func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
+    module = getattr(func, "__module__", "numpy") or "numpy"
+    module = "numpy" if module.startswith("numpy") and module.count(".") <= 1 else module
+    return _missing_rule(f"{module}.{getattr(func, '__name__', func)}")
+
+
+# ---------------------------------------------------------------------- in-place operations
+def _check_inplace_allowed(t: Tensor, recording: bool) -> None:
+    if not _state.grad_enabled:
+        return
+    if t._requires_grad and t.grad_fn is None:
+        raise RuntimeError(
+            "a leaf Variable that requires grad is being used in an in-place operation. "
+            "Modify a copy (y = x * 1.0) or work under funcdiff.no_grad()."
+        )
+    base = t._view_of
+    if base is not None and (base._requires_grad or recording):
+        raise RuntimeError(
+            "an in-place operation on a view of another tensor is not supported while "
+            "gradients are recorded (the base tensor would not see it); modify the base "
+            "tensor, or work on a copy"
+        )
+
+
+def _bump(t: Tensor) -> None:
+    t._version_box[0] += 1
+
+
+def _rebase(t: Tensor, result: Tensor) -> None:
+    """Make ``t`` the output of the node that computed ``result`` (history rebase)."""
+    t._requires_grad = result._requires_grad
+    t.grad_fn = result.grad_fn
+    t._output_nr = result._output_nr
+
+
+def _snapshot(t: Tensor, copy: bool) -> Tensor:
+    """A Tensor standing for ``t``'s value before an in-place change."""
+    old = _wrap(t.data.copy() if copy else t.data, t._requires_grad, t.grad_fn, t._output_nr)
+    if t.grad_fn is None and t._requires_grad:
+        old._accumulator = t._gradient_edge()[0]
+    if not copy:
+        old._version_box = t._version_box
+    return old
+
+
+def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
+    """``t op= other`` with NumPy's in-place semantics, recorded when needed."""
+    recording = _state.grad_enabled and (
+        t._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
+    )
+    _check_inplace_allowed(t, recording)
+    if not recording:
+        ufunc(t.data, _data_of(other), out=t.data)
+        _bump(t)
+        return t
+    rule = UFUNC_RULES.get(ufunc)
+    if rule is None:
+        return _missing_rule(f"numpy.{ufunc.__name__}")
+    result = call(rule, (_snapshot(t, rule.reads_inputs), other))
+    np.copyto(t.data, result.data, casting="same_kind")
+    _bump(t)
+    _rebase(t, result)
+    return t
+
+
+def getitem(t: Tensor, index: Any) -> Tensor:
+    """``t[index]``: basic, advanced and boolean indexing."""
+    return call(NAMED_RULES["getitem"], (t, index))
+
+
+def setitem(t: Tensor, index: Any, value: Any) -> None:
+    """``t[index] = value``, recorded as a rebase of ``t``'s history when needed."""
+    recording = _state.grad_enabled and (
+        t._requires_grad or (isinstance(value, Tensor) and value._requires_grad)
+    )
+    _check_inplace_allowed(t, recording)
+    index_data = _data_of(index)
+    t.data[index_data] = _data_of(value)
+    _bump(t)
+    if not recording:
+        return
+    rule = NAMED_RULES["setitem"]
+    old = _snapshot(t, copy=False)
+    args = (old, index, value)
+    paths, tensors = _scan(args, {})
+    replaced = _wrap(t.data, False, None, 0)
+    _record(rule, args, {}, paths, tensors, t.data, [replaced])
+    _rebase(t, replaced)
+
+
+def astype(t: Tensor, dtype: Any) -> Tensor:
+    """``t.astype(dtype)``; the gradient is cast back to ``t``'s dtype."""
+    return call(NAMED_RULES["astype"], (t, np.dtype(dtype)))
+

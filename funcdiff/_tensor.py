@@ -1,0 +1,675 @@
+"""The Tensor: an ndarray that records the operations applied to it.
+
+A Tensor owns an ndarray (``.data``) and, when it requires grad, a place in the
+recorded graph (``.grad_fn``). Operators and NumPy calls on Tensors go through the
+rule registry (``funcdiff._ops``), which computes the result on the ndarrays and
+records a node when grad mode is on and an input requires grad.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff.autograd import grad_mode
+from funcdiff.autograd.graph import AccumulateGrad, Node
+
+__all__ = ["Tensor", "tensor", "RemovableHandle"]
+
+_DIFFERENTIABLE_KINDS = "f"
+_NUMERIC_KINDS = "biuf"
+
+
+def _type_name(obj: Any) -> str:
+    return type(obj).__name__
+
+
+def _as_data(data: Any, dtype: Any = None, copy: bool = True) -> np.ndarray:
+    """Convert user input to a numeric ndarray, or raise a clear TypeError/ValueError."""
+    if isinstance(data, Tensor):
+        data = data.data
+    if isinstance(data, (str, bytes, dict, set, frozenset)) or data is None:
+        raise TypeError(
+            "tensor() expects a number, a (nested) list of numbers or an ndarray, "
+            f"got {_type_name(data)}"
+        )
+    try:
+        arr = np.array(data, dtype=dtype, copy=copy) if copy else np.asarray(data, dtype=dtype)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(
+            "tensor() could not turn the given "
+            f"{_type_name(data)} into a rectangular array of numbers: {exc}"
+        ) from None
+    if arr.dtype.kind not in _NUMERIC_KINDS:
+        what = "complex numbers" if arr.dtype.kind == "c" else f"dtype {arr.dtype}"
+        raise TypeError(
+            "tensor() expects real numbers (bool, integer or floating point), "
+            f"got {_type_name(data)} holding {what}"
+        )
+    return arr
+
+
+def _check_can_require_grad(dtype: np.dtype) -> None:
+    if dtype.kind not in _DIFFERENTIABLE_KINDS:
+        raise RuntimeError(
+            "only Tensors of floating point dtype can require gradients "
+            f"(this one has dtype {dtype})"
+        )
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+class Tensor:
+    """An ndarray that records operations for reverse-mode differentiation.
+
+    Create Tensors with :func:`funcdiff.tensor`. NumPy functions, ufuncs and
+    operators accept Tensors and return Tensors; the operations are recorded when
+    grad mode is on and an input requires grad.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([0.0, 1.0], requires_grad=True)
+    >>> y = np.sum(np.sin(x) * x)
+    >>> y.backward()
+    >>> x.grad
+    tensor([0.        , 1.38177329])
+    """
+
+    __slots__ = (
+        "data",
+        "_requires_grad",
+        "_grad",
+        "grad_fn",
+        "_output_nr",
+        "_version_box",
+        "_accumulator",
+        "_retains_grad",
+        "_view_of",
+        "__weakref__",
+    )
+
+    # NumPy defers to Tensor in mixed binary operations (ndarray + Tensor).
+    __array_priority__ = 1000.0
+
+    def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> None:
+        arr = _as_data(data, dtype)
+        if requires_grad:
+            _check_can_require_grad(arr.dtype)
+        self.data = arr
+        self._requires_grad = bool(requires_grad)
+        self._grad = None
+        self.grad_fn = None
+        self._output_nr = 0
+        self._version_box = [0]
+        self._accumulator = None
+        self._retains_grad = False
+        self._view_of = None
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Shape of the data."""
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self.data.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return self.data.size
+
+    @property
+    def dtype(self) -> np.dtype:
+        """NumPy dtype of the data."""
+        return self.data.dtype
+
+    @property
+    def T(self) -> Tensor:
+        """The transpose (axes reversed), recorded."""
+        return np.transpose(self)
+
+    @property
+    def mT(self) -> Tensor:
+        """The transpose of the last two axes, recorded."""
+        return np.swapaxes(self, -1, -2)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    # ------------------------------------------------------------------ autograd state
+    @property
+    def requires_grad(self) -> bool:
+        """Whether gradients are computed for this tensor."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for tensors created by the user, and for every tensor that does not
+        require grad; False for results of recorded operations."""
+        return self.grad_fn is None
+
+    @property
+    def retains_grad(self) -> bool:
+        """True after ``retain_grad()`` on a non-leaf."""
+        return self._retains_grad
+
+    @property
+    def _version(self) -> int:
+        """In-place modification counter, shared with views and detached aliases."""
+        return self._version_box[0]
+
+    @property
+    def grad(self) -> Tensor | None:
+        """Accumulated gradient (leaves, and non-leaves after ``retain_grad()``)."""
+        if self.grad_fn is not None and not self._retains_grad and self._grad is None:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being "
+                "accessed. Its .grad attribute won't be populated during backward(). "
+                "If you indeed want the .grad field to be populated for a non-leaf "
+                "Tensor, use .retain_grad() on the non-leaf Tensor.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not isinstance(value, Tensor):
+            value = Tensor(value)
+        if value is not None and value.shape != self.shape:
+            raise RuntimeError(
+                f"assigned grad has shape {value.shape}, but the tensor has shape {self.shape}"
+            )
+        self._grad = value
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place (leaves only) and return ``self``.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> fd.tensor([1.0]).requires_grad_().requires_grad
+        True
+        """
+        if self.grad_fn is not None:
+            if requires_grad:
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want "
+                "to use a computed variable in a subgraph that doesn't require "
+                "differentiation use var_no_grad = var.detach()."
+            )
+        if requires_grad:
+            _check_can_require_grad(self.data.dtype)
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> Tensor:
+        """A new leaf sharing the data (and version counter), cut from the graph.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> x = fd.tensor([1.0], requires_grad=True)
+        >>> (x * 2).detach().requires_grad
+        False
+        """
+        out = _wrap(self.data, False, None, 0)
+        out._version_box = self._version_box
+        return out
+
+    def detach_(self) -> Tensor:
+        """Detach in place: make this tensor a leaf that does not require grad."""
+        if self._view_of is not None and self._view_of._requires_grad:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self.grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` on this non-leaf after backward (a no-op on leaves)."""
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None or self._retains_grad:
+            return
+        import weakref
+
+        node = self.grad_fn
+        if node.retained is None:
+            node.retained = {}
+        node.retained[self._output_nr] = weakref.ref(self)
+        self._retains_grad = True
+
+    def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> RemovableHandle:
+        """Call ``hook(grad)`` whenever the gradient of this tensor is computed.
+
+        A hook that returns a Tensor replaces the gradient. Returns a handle whose
+        ``remove()`` unregisters the hook.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> h = x.register_hook(lambda g: g * 2)
+        >>> (x * x).sum().backward()
+        >>> x.grad
+        tensor([4., 8.])
+        >>> h.remove()
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if not callable(hook):
+            raise TypeError(f"register_hook expects a callable, got {_type_name(hook)}")
+        node, nr = self._gradient_edge()
+        node.add_pre_hook(nr, hook)
+        return RemovableHandle(node.pre_hooks[nr], hook)
+
+    def _gradient_edge(self) -> tuple[Node, int]:
+        """The (node, output index) whose incoming gradient is this tensor's gradient."""
+        if self.grad_fn is not None:
+            return self.grad_fn, self._output_nr
+        if self._accumulator is None:
+            self._accumulator = AccumulateGrad(self)
+        return self._accumulator, 0
+
+    def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Sequence[Tensor] | Tensor | None = None,
+    ) -> None:
+        """Accumulate the gradient of this tensor into the ``.grad`` of the leaves.
+
+        Parameters
+        ----------
+        gradient : Tensor or array_like, optional
+            The cotangent; required unless the tensor has a single element.
+        retain_graph : bool, optional
+            Keep the saved values for another backward pass (default: ``create_graph``).
+        create_graph : bool
+            Record the backward pass, so the gradients can be differentiated again.
+        inputs : sequence of Tensor, optional
+            Accumulate only into these tensors.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> x = fd.tensor(3.0, requires_grad=True)
+        >>> (x ** 2).backward()
+        >>> x.grad
+        tensor(6.)
+        """
+        from funcdiff.autograd.engine import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # ------------------------------------------------------------------ conversion
+    def numpy(self) -> np.ndarray:
+        """The data as an ndarray (shared, not copied).
+
+        Raises RuntimeError for a tensor that requires grad: call ``.detach().numpy()``
+        to say explicitly that the gradient is not wanted.
+        """
+        if self._requires_grad:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        return self.data
+
+    def item(self) -> Any:
+        """The single element as a Python number."""
+        if self.data.size != 1:
+            raise ValueError(
+                f"item() needs a tensor with exactly one element, got shape {self.shape}"
+            )
+        return self.data.item()
+
+    def tolist(self) -> Any:
+        """The data as (nested) Python lists."""
+        return self.data.tolist()
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if self._requires_grad and grad_mode.is_grad_enabled():
+            raise RuntimeError(
+                "Can't convert a Tensor that requires grad to an ndarray: the gradient "
+                "would be lost. A NumPy or SciPy function without a funcdiff rule was "
+                "probably called on it. Use tensor.detach() to drop the gradient "
+                "explicitly."
+            )
+        data = self.data
+        if dtype is not None and data.dtype != dtype:
+            return data.astype(dtype)
+        return data.copy() if copy else data
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.data)
+
+    def __index__(self) -> int:
+        return self.data.__index__()
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(len(self.data)))
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype not in (np.float64, np.int64, np.bool_):
+            extra += f", dtype={self.data.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{self.grad_fn.name()}>"
+        elif self._requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    __hash__ = object.__hash__
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        return (_rebuild, (self.data, self._requires_grad))
+
+    def __copy__(self) -> Tensor:
+        return self.detach()
+
+    def __deepcopy__(self, memo: dict) -> Tensor:
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support deepcopy"
+            )
+        return Tensor(self.data.copy(), requires_grad=self._requires_grad)
+
+    # ------------------------------------------------------------------ NumPy protocols
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        return _ops.array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return _ops.array_function(func, args, kwargs)
+
+    # ------------------------------------------------------------------ operators
+    def __add__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.add, self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.add, other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.subtract, self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.subtract, other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.multiply, self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.multiply, other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.true_divide, self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.true_divide, other, self)
+
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.floor_divide, self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.floor_divide, other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.remainder, self, other)
+
+    def __rmod__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.remainder, other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.power, self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.power, other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.matmul, self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.matmul, other, self)
+
+    def __neg__(self) -> Tensor:
+        return _ops.call_ufunc(np.negative, self)
+
+    def __pos__(self) -> Tensor:
+        return _ops.call_ufunc(np.positive, self)
+
+    def __abs__(self) -> Tensor:
+        return _ops.call_ufunc(np.absolute, self)
+
+    def abs(self) -> Tensor:
+        """Elementwise absolute value (``abs'(0) = 0``)."""
+        return _ops.call_ufunc(np.absolute, self)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops.call_ufunc(np.equal, self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _ops.call_ufunc(np.not_equal, self, other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.less, self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.less_equal, self, other)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.greater, self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.greater_equal, self, other)
+
+    def __invert__(self) -> Tensor:
+        return _ops.call_ufunc(np.invert, self)
+
+    def __and__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.bitwise_and, self, other)
+
+    def __or__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.bitwise_or, self, other)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _ops.call_ufunc(np.bitwise_xor, self, other)
+
+    # In-place operators: NumPy semantics on the data, recorded as a rebase of history.
+    def __iadd__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.add, self, other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.subtract, self, other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.multiply, self, other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.true_divide, self, other)
+
+    def __ifloordiv__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.floor_divide, self, other)
+
+    def __imod__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.remainder, self, other)
+
+    def __ipow__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.power, self, other)
+
+    def __imatmul__(self, other: Any) -> Tensor:
+        return _ops.inplace_ufunc(np.matmul, self, other)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return _ops.getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        _ops.setitem(self, index, value)
+
+    # ------------------------------------------------------------------ NumPy-like methods
+    def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
+        """Sum over ``axis`` (see ``numpy.sum``)."""
+        return np.sum(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def mean(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
+        """Mean over ``axis`` (see ``numpy.mean``)."""
+        return np.mean(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def prod(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
+        """Product over ``axis`` (see ``numpy.prod``); exact and finite with zeros."""
+        return np.prod(self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """Maximum over ``axis``; ties share the gradient evenly."""
+        return np.max(self, axis=axis, keepdims=keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        """Minimum over ``axis``; ties share the gradient evenly."""
+        return np.min(self, axis=axis, keepdims=keepdims)
+
+    def var(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """Variance over ``axis`` with ``ddof`` (see ``numpy.var``)."""
+        return np.var(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis: Any = None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+        """Standard deviation over ``axis`` with ``ddof`` (see ``numpy.std``)."""
+        return np.std(self, axis=axis, ddof=ddof, keepdims=keepdims)
+
+    def cumsum(self, axis: Any = None) -> Tensor:
+        """Cumulative sum along ``axis`` (flattened when None)."""
+        return np.cumsum(self, axis=axis)
+
+    def reshape(self, *shape: Any, order: str = "C") -> Tensor:
+        """Reshape (accepts ``reshape(2, 3)`` and ``reshape((2, 3))``)."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return np.reshape(self, shape, order=order)
+
+    def transpose(self, *axes: Any) -> Tensor:
+        """Permute axes (reversed when none are given)."""
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = axes[0]
+        return np.transpose(self, axes or None)
+
+    def flatten(self) -> Tensor:
+        """A flattened copy (1-d)."""
+        return np.reshape(self, (-1,))
+
+    def ravel(self) -> Tensor:
+        """The flattened tensor (1-d)."""
+        return np.ravel(self)
+
+    def squeeze(self, axis: Any = None) -> Tensor:
+        """Remove axes of length one."""
+        return np.squeeze(self, axis=axis)
+
+    def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        """Clip values to ``[min, max]``; the gradient is 0 at and beyond the bounds."""
+        return np.clip(self, min, max)
+
+    def dot(self, other: Any) -> Tensor:
+        """Dot product (see ``numpy.dot``)."""
+        return np.dot(self, other)
+
+    def astype(self, dtype: Any) -> Tensor:
+        """Cast to ``dtype``; the gradient is cast back (none for integer results)."""
+        return _ops.astype(self, dtype)
+
+    def copy(self) -> Tensor:
+        """A recorded copy."""
+        return _ops.call_ufunc(np.positive, self)
+
+
+def _wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr: int) -> Tensor:
+    """Build a Tensor around ``data`` without validation (the hot path)."""
+    t = Tensor.__new__(Tensor)
+    t.data = data
+    t._requires_grad = requires_grad
+    t._grad = None
+    t.grad_fn = grad_fn
+    t._output_nr = output_nr
+    t._version_box = [0]
+    t._accumulator = None
+    t._retains_grad = False
+    t._view_of = None
+    return t
+
+
+def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:
+    return Tensor(data, requires_grad=requires_grad)
+
+
+def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Create a leaf Tensor holding a copy of ``data``.
+
+    Parameters
+    ----------
+    data : array_like
+        A number, a (nested) list of numbers, an ndarray or a Tensor. Python floats
+        become float64 and Python ints int64; arrays keep their dtype.
+    dtype : dtype, optional
+        Cast to this dtype.
+    requires_grad : bool
+        Record operations on this tensor; only floating-point tensors may.
+
+    Returns
+    -------
+    Tensor
+
+    Raises
+    ------
+    TypeError
+        For strings, dicts, None, objects and complex numbers.
+    ValueError
+        For ragged nested lists.
+    RuntimeError
+        For ``requires_grad=True`` on a non-floating dtype.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> fd.tensor([1.0, 2.0], requires_grad=True)
+    tensor([1., 2.], requires_grad=True)
+    >>> fd.tensor(3).dtype
+    dtype('int64')
+    """
+    return Tensor(data, dtype=dtype, requires_grad=requires_grad)
+
+
+from funcdiff import _ops  # noqa: E402  (the operation layer needs the Tensor class)

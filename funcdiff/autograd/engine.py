@@ -1,0 +1,456 @@
+"""The reverse-mode engine: ``backward`` and ``grad``.
+
+One pass walks the recorded graph in topological order with an explicit stack (no
+recursion, so million-node chains are fine), sums the cotangents that reach each
+node in a dictionary local to the call, runs each node's rule once all of its
+consumers have contributed, and releases the node's saved values unless
+``retain_graph``.
+
+With ``create_graph=False`` cotangents are plain ndarrays and rules run on them at
+NumPy speed; with ``create_graph=True`` they are Tensors, grad mode is on, and the
+rules record themselves, so the result can be differentiated again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor, _wrap
+from funcdiff.autograd import grad_mode
+from funcdiff.autograd.graph import AccumulateGrad, Node
+
+__all__ = ["backward", "grad"]
+
+_state = grad_mode._state
+
+
+def _as_tuple(obj: Any, what: str) -> tuple:
+    if isinstance(obj, Tensor):
+        return (obj,)
+    if isinstance(obj, (tuple, list)):
+        for i, t in enumerate(obj):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"{what}[{i}] must be a Tensor, got {type(t).__name__}")
+        return tuple(obj)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(obj).__name__}")
+
+
+def _make_grads(
+    outputs: tuple[Tensor, ...],
+    grad_outputs: Any,
+    create_graph: bool,
+    batched: bool,
+) -> tuple[list, tuple[int, ...]]:
+    """Validate the cotangents of ``outputs`` and fill in implicit ones."""
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    elif isinstance(grad_outputs, (Tensor, np.ndarray)) or np.isscalar(grad_outputs):
+        grad_outputs = (grad_outputs,)
+    else:
+        grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(
+            f"grad can't be computed: got {len(grad_outputs)} gradients for "
+            f"{len(outputs)} outputs"
+        )
+    grads = []
+    batch_shape: tuple[int, ...] | None = None
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if not out._requires_grad:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        if g is None:
+            if batched:
+                raise RuntimeError(
+                    f"grad_outputs[{i}] is None, but is_grads_batched=True needs a batch of "
+                    "cotangents for every output"
+                )
+            if out.data.size != 1:
+                raise RuntimeError(
+                    "grad can be implicitly created only for scalar outputs "
+                    f"(output {i} has shape {out.shape}); pass a gradient of that shape"
+                )
+            grads.append(np.ones_like(out.data))
+            continue
+        if not isinstance(g, (Tensor, np.ndarray, float, int, np.generic)) or isinstance(g, bool):
+            raise TypeError(
+                "gradients can be either Tensors, ndarrays, numbers or None, "
+                f"but got {type(g).__name__}"
+            )
+        gshape = np.shape(g.data if isinstance(g, Tensor) else g)
+        expected = out.shape
+        if batched:
+            if len(gshape) != len(expected) + 1 or gshape[1:] != expected:
+                raise RuntimeError(
+                    "If `is_grads_batched=True`, we interpret the first dimension of each "
+                    "grad_output as the batch dimension. The sizes of the remaining "
+                    "dimensions are expected to match the shape of corresponding output, "
+                    f"but a mismatch was detected: grad_output[{i}] has a shape of {gshape} "
+                    f"and output[{i}] has a shape of {expected}."
+                )
+            if batch_shape is not None and gshape[:1] != batch_shape:
+                raise RuntimeError(
+                    f"grad_output[{i}] has batch size {gshape[0]}, but an earlier "
+                    f"grad_output has batch size {batch_shape[0]}"
+                )
+            batch_shape = gshape[:1]
+        elif gshape != expected:
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of {gshape} and "
+                f"output[{i}] has a shape of {expected}."
+            )
+        if isinstance(g, Tensor):
+            if g.data.dtype.kind != "f":
+                g = _wrap(g.data.astype(out.dtype), False, None, 0)
+            grads.append(g if create_graph else g.data)
+        else:
+            arr = np.asarray(g)
+            if arr.dtype != out.dtype:
+                arr = arr.astype(out.dtype)
+            grads.append(arr)
+    return grads, batch_shape or ()
+
+
+def _fit(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
+    """Sum a cotangent back to ``batch + shape`` (unbroadcast) and cast it to ``dtype``."""
+    shape, dtype = meta
+    if not hasattr(g, "shape"):
+        g = np.asarray(g, dtype=dtype)
+    target = batch_shape + shape
+    gshape = g.shape
+    if gshape != target:
+        nb = len(batch_shape)
+        extra = len(gshape) - len(target)
+        if extra > 0:
+            g = np.sum(g, axis=tuple(range(nb, nb + extra)))
+            gshape = g.shape
+        if len(gshape) == len(target):
+            axes = tuple(i for i, (a, b) in enumerate(zip(gshape, target)) if a != b and b == 1)
+            if axes:
+                g = np.sum(g, axis=axes, keepdims=True)
+        if g.shape != target:
+            g = np.broadcast_to(g, target)
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    return g
+
+
+def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
+    for hook in list(hooks):
+        arg = g if isinstance(g, Tensor) else _wrap(g, False, None, 0)
+        result = hook(arg)
+        if result is not None:
+            if isinstance(result, Tensor):
+                g = result if create_graph else result.data
+            else:
+                g = np.asarray(result)
+    return g
+
+
+def _to_tensor(g: Any) -> Tensor:
+    if isinstance(g, Tensor):
+        return g
+    arr = np.asarray(g)
+    if not arr.flags.writeable:
+        arr = arr.copy()
+    return _wrap(arr, False, None, 0)
+
+
+def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
+    """``t.grad += g``: in place without create_graph, a recorded sum with it."""
+    if create_graph:
+        g = _to_tensor(g)
+        t._grad = g if t._grad is None else t._grad + g
+        return
+    if isinstance(g, Tensor):
+        g = g.data
+    old = t._grad
+    if old is None or old.grad_fn is not None or old.data.shape != g.shape:
+        t._grad = _wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
+    else:
+        if old.data.flags.writeable:
+            np.add(old.data, g, out=old.data, casting="unsafe")
+        else:
+            old.data = old.data + g
+        old._version_box[0] += 1
+
+
+def run_backward(
+    roots: Sequence[Tensor],
+    root_grads: Sequence[Any],
+    *,
+    targets: Sequence[tuple[Node, int]] | None,
+    accumulate: bool,
+    retain_graph: bool,
+    create_graph: bool,
+    batch_shape: tuple[int, ...] = (),
+) -> dict[tuple[Node, int], Any]:
+    """Run one backward pass and return the cotangents captured at ``targets``.
+
+    With ``accumulate=True`` the gradients reaching leaves go into their ``.grad``
+    (only the leaves among ``targets``, when targets are given).
+    """
+    buffers: dict[Node, list] = {}
+    root_nodes: list[Node] = []
+    for t, g in zip(roots, root_grads):
+        node, nr = t._gradient_edge()
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * len(node.out_meta)
+            root_nodes.append(node)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+    # Count, for every reachable node, how many edges lead into it.
+    deps: dict[Node, int] = {}
+    consumers: dict[Node, list[Node]] | None = {} if targets is not None else None
+    stack = list(root_nodes)
+    seen = set(root_nodes)
+    while stack:
+        node = stack.pop()
+        for edge in node.edges:
+            if edge is None:
+                continue
+            child = edge[0]
+            deps[child] = deps.get(child, 0) + 1
+            if consumers is not None:
+                consumers.setdefault(child, []).append(node)
+            if child not in seen:
+                seen.add(child)
+                stack.append(child)
+
+    capture: dict[Node, list[int]] = {}
+    runnable: set[Node] | None = None
+    if targets is not None:
+        for node, nr in targets:
+            capture.setdefault(node, []).append(nr)
+        # Only nodes from which a target can be reached need their rules run.
+        reach = set()
+        frontier = [n for n in capture if n in seen]
+        while frontier:
+            n = frontier.pop()
+            if n in reach:
+                continue
+            reach.add(n)
+            frontier.extend(consumers.get(n, ()))
+        runnable = {
+            n for n in reach if any(e is not None and e[0] in reach for e in n.edges)
+        }
+
+    captured: dict[tuple[Node, int], Any] = {}
+    ready = [n for n in root_nodes if n not in deps]
+    previous_mode = _state.grad_enabled
+    _state.grad_enabled = create_graph
+    try:
+        while ready:
+            node = ready.pop()
+            grads = buffers.pop(node, None)
+            if grads is not None:
+                if node.pre_hooks:
+                    for nr, hooks in node.pre_hooks.items():
+                        if grads[nr] is not None and hooks:
+                            grads[nr] = _run_hooks(hooks, grads[nr], create_graph)
+                if node.retained and accumulate:
+                    for nr, ref in node.retained.items():
+                        t = ref()
+                        if t is not None and grads[nr] is not None:
+                            _accumulate_into(t, grads[nr], create_graph)
+                if node in capture:
+                    for nr in capture[node]:
+                        captured[(node, nr)] = grads[nr]
+                if type(node) is AccumulateGrad:
+                    if accumulate and (targets is None or node in capture):
+                        t = node.variable
+                        if t is not None:
+                            _accumulate_into(t, grads[0], create_graph)
+                elif runnable is None or node in runnable:
+                    _propagate(node, grads, buffers, create_graph, batch_shape)
+                    if not retain_graph:
+                        node.release()
+            for edge in node.edges:
+                if edge is None:
+                    continue
+                child = edge[0]
+                left = deps[child] - 1
+                deps[child] = left
+                if left == 0:
+                    ready.append(child)
+    finally:
+        _state.grad_enabled = previous_mode
+    return captured
+
+
+def _propagate(
+    node: Node, grads: list, buffers: dict, create_graph: bool, batch_shape: tuple[int, ...]
+) -> None:
+    """Run ``node``'s rule and add the resulting cotangents to its inputs' buffers."""
+    if len(grads) > 1:
+        for i, g in enumerate(grads):
+            if g is None:
+                shape, dtype = node.out_meta[i]
+                zeros = np.zeros(batch_shape + shape, dtype=dtype)
+                grads[i] = _wrap(zeros, False, None, 0) if create_graph else zeros
+    in_grads = node.apply(grads, create_graph)
+    for edge, g in zip(node.edges, in_grads):
+        if g is None or edge is None:
+            continue
+        child, nr = edge
+        g = _fit(g, child.out_meta[nr], batch_shape)
+        buf = buffers.get(child)
+        if buf is None:
+            buf = buffers[child] = [None] * len(child.out_meta)
+        buf[nr] = g if buf[nr] is None else buf[nr] + g
+
+
+def backward(
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
+    """Accumulate the gradients of ``tensors`` into the ``.grad`` of graph leaves.
+
+    Parameters
+    ----------
+    tensors : Tensor or sequence of Tensor
+        Outputs to differentiate.
+    grad_tensors : sequence, optional
+        One cotangent per tensor (None allowed for single-element tensors).
+    retain_graph : bool, optional
+        Keep saved values for another pass; defaults to ``create_graph``.
+    create_graph : bool
+        Record the backward pass so the gradients can be differentiated again.
+    inputs : Tensor or sequence of Tensor, optional
+        Accumulate only into these tensors.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> fd.backward((x * x).sum())
+    >>> x.grad
+    tensor([2., 4.])
+    """
+    outputs = _as_tuple(tensors, "tensors")
+    if grad_tensors is not None and isinstance(grad_tensors, (Tensor, np.ndarray)):
+        grad_tensors = (grad_tensors,)
+    grads, _ = _make_grads(outputs, grad_tensors, create_graph, batched=False)
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = None
+    if inputs is not None:
+        inputs = _as_tuple(inputs, "inputs")
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+        targets = [t._gradient_edge() for t in inputs]
+    run_backward(
+        outputs,
+        grads,
+        targets=targets,
+        accumulate=True,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+    )
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    only_inputs: bool = True,
+    allow_unused: bool | None = None,
+    is_grads_batched: bool = False,
+    materialize_grads: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+
+    Parameters
+    ----------
+    outputs : Tensor or sequence of Tensor
+        Outputs to differentiate.
+    inputs : Tensor or sequence of Tensor
+        Tensors (leaves or intermediate results) to differentiate with respect to.
+    grad_outputs : sequence, optional
+        Cotangents, one per output (None allowed for single-element outputs).
+    retain_graph : bool, optional
+        Keep saved values for another pass; defaults to ``create_graph``.
+    create_graph : bool
+        Record the computation, so the result can be differentiated again.
+    only_inputs : bool
+        Ignored, accepted for torch compatibility.
+    allow_unused : bool, optional
+        Return None for inputs the outputs do not depend on, instead of raising.
+        Defaults to ``materialize_grads``.
+    is_grads_batched : bool
+        The leading axis of every grad_output is a batch: the result is a batch of
+        vector-Jacobian products, computed in one backward pass.
+    materialize_grads : bool
+        Return zeros instead of None for unused inputs.
+
+    Returns
+    -------
+    tuple of Tensor
+        One gradient per input.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> x = fd.tensor(2.0, requires_grad=True)
+    >>> (dx,) = fd.grad(x ** 3, x, create_graph=True)
+    >>> dx
+    tensor(12., grad_fn=<MultiplyBackward>)
+    >>> fd.grad(dx, x)
+    (tensor(12.),)
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    outs = _as_tuple(outputs, "outputs")
+    ins = _as_tuple(inputs, "inputs")
+    if not ins:
+        raise RuntimeError("grad requires at least one input")
+    for t in ins:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    if grad_outputs is not None and isinstance(grad_outputs, (Tensor, np.ndarray)):
+        grad_outputs = (grad_outputs,)
+    grads, batch_shape = _make_grads(outs, grad_outputs, create_graph, is_grads_batched)
+    if retain_graph is None:
+        retain_graph = create_graph
+    targets = [t._gradient_edge() for t in ins]
+    captured = run_backward(
+        outs,
+        grads,
+        targets=targets,
+        accumulate=False,
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        batch_shape=batch_shape,
+    )
+    result: list[Tensor | None] = []
+    for t, target in zip(ins, targets):
+        g = captured.get(target)
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    "One of the differentiated Tensors appears to not have been used in the "
+                    "graph. Set allow_unused=True if this is the desired behavior."
+                )
+            if materialize_grads:
+                zeros = np.zeros(batch_shape + t.shape, dtype=t.dtype)
+                result.append(_wrap(zeros, False, None, 0))
+            else:
+                result.append(None)
+            continue
+        result.append(_to_tensor(g))
+    return tuple(result)

@@ -1,0 +1,225 @@
+"""Custom differentiable operations: subclass :class:`Function`.
+
+``forward`` runs on Tensors without recording; ``backward`` receives one gradient
+Tensor per output and returns one per input. A backward written with Tensor
+operations (or NumPy calls on Tensors) is itself recorded under ``create_graph``,
+so custom functions can be differentiated to any order.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor, _wrap
+from funcdiff.autograd import grad_mode
+from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions
+
+__all__ = ["Function", "FunctionCtx", "once_differentiable"]
+
+
+class FunctionCtx:
+    """The ``ctx`` object passed to ``forward`` and ``backward``.
+
+    Attributes
+    ----------
+    needs_input_grad : tuple of bool
+        One flag per forward input: does it need a gradient?
+    """
+
+    def __init__(self, needs_input_grad: tuple[bool, ...]) -> None:
+        self.needs_input_grad = needs_input_grad
+        self._saved: tuple | None = ()
+        self._checks: tuple = ()
+        self._saved_called = False
+        self._non_differentiable: set[int] = set()
+        self.materialize_grads = True
+        self._node: FunctionNode | None = None
+
+    def save_for_backward(self, *tensors: Tensor | None) -> None:
+        """Save Tensors (or None) for ``backward``; read them via ``saved_tensors``."""
+        if self._saved_called:
+            raise RuntimeError("save_for_backward can be called at most once per forward")
+        for i, t in enumerate(tensors):
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    f"save_for_backward can only save Tensors or None, but argument {i} "
+                    f"is {type(t).__name__}; store other values as attributes of ctx"
+                )
+        self._saved_called = True
+        self._saved = tensors
+        self._checks = tuple(
+            (t._version_box, t._version_box[0], t, None) for t in tensors if t is not None
+        )
+
+    @property
+    def saved_tensors(self) -> tuple:
+        """The saved Tensors, checked for in-place modification since they were saved."""
+        if self._saved is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self._checks and self._node is not None:
+            check_versions(self._checks, self._node)
+        return self._saved
+
+    def mark_non_differentiable(self, *outputs: Tensor) -> None:
+        """Declare outputs that do not require grad."""
+        self._non_differentiable.update(id(t) for t in outputs)
+
+    def mark_dirty(self, *tensors: Tensor) -> None:
+        """Accepted for compatibility; funcdiff forward runs on data without mutating inputs."""
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """With False, ``backward`` may receive None for outputs that got no gradient."""
+        self.materialize_grads = bool(value)
+
+
+class FunctionNode(Node):
+    """A node that calls a custom Function's ``backward``."""
+
+    __slots__ = ("fn_cls", "ctx", "input_positions", "n_inputs", "once")
+
+    def name(self) -> str:
+        return f"{self.fn_cls.__name__}Backward"
+
+    def release(self) -> None:
+        self.ctx._saved = None
+        self.ctx._checks = ()
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        ctx = self.ctx
+        if ctx._saved is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if create_graph and self.once:
+            raise RuntimeError(
+                "trying to differentiate twice a function that was marked with "
+                "@once_differentiable"
+            )
+        tensors = []
+        for (shape, dtype), g in zip(self.out_meta, grads):
+            if g is None:
+                if not ctx.materialize_grads:
+                    tensors.append(None)
+                    continue
+                g = np.zeros(shape, dtype=dtype)
+            tensors.append(g if isinstance(g, Tensor) else _wrap(g, False, None, 0))
+        result = self.fn_cls.backward(ctx, *tensors)
+        if not isinstance(result, tuple):
+            result = (result,)
+        n = self.n_inputs
+        if len(result) != n and not (
+            len(result) > n and all(r is None for r in result[n:])
+        ):
+            raise RuntimeError(
+                f"function {self.name()} returned an incorrect number of gradients "
+                f"(expected {n}, got {len(result)})"
+            )
+        out = []
+        for pos in self.input_positions:
+            r = result[pos]
+            if r is not None and not create_graph and isinstance(r, Tensor):
+                r = r.data
+            out.append(r)
+        return out
+
+
+class Function:
+    """Base class for custom differentiable operations.
+
+    Subclass it with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``
+    and call ``MyFunction.apply(*args)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> class Cube(fd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x ** 3
+    ...     @staticmethod
+    ...     def backward(ctx, g):
+    ...         (x,) = ctx.saved_tensors
+    ...         return g * 3 * x ** 2
+    >>> x = fd.tensor(2.0, requires_grad=True)
+    >>> (dx,) = fd.grad(Cube.apply(x), x, create_graph=True)
+    >>> dx, fd.grad(dx, x)[0]
+    (tensor(12., grad_fn=<MultiplyBackward>), tensor(12.))
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise RuntimeError(
+            f"{type(self).__name__} is a custom Function: don't instantiate it, call "
+            f"{type(self).__name__}.apply(...)"
+        )
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, *args: Any) -> Any:
+        raise NotImplementedError("A custom Function must implement forward(ctx, *args)")
+
+    @staticmethod
+    def backward(ctx: FunctionCtx, *grads: Any) -> Any:
+        raise NotImplementedError(
+            "You must implement the backward method for your custom Function to use it "
+            "with backward mode AD."
+        )
+
+    @classmethod
+    def apply(cls, *args: Any) -> Any:
+        """Run ``forward`` and record a node that calls ``backward``."""
+        if cls.backward is Function.backward:
+            raise NotImplementedError(
+                f"{cls.__name__} does not implement backward(ctx, *grads); a custom Function "
+                "needs both forward and backward"
+            )
+        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        with grad_mode.no_grad():
+            raw = cls.forward(ctx, *args)
+        single = not isinstance(raw, tuple)
+        items = (raw,) if single else raw
+        inputs_by_id = {id(a) for a in args if isinstance(a, Tensor)}
+        outputs = []
+        for item in items:
+            if isinstance(item, Tensor):
+                if id(item) in inputs_by_id:  # an input returned as is: give it a new identity
+                    alias = _wrap(item.data, False, None, 0)
+                    alias._version_box = item._version_box
+                    if id(item) in ctx._non_differentiable:
+                        ctx._non_differentiable.add(id(alias))
+                    item = alias
+                outputs.append(item)
+            elif isinstance(item, (np.ndarray, np.generic)):
+                outputs.append(_wrap(np.asarray(item), False, None, 0))
+            else:
+                outputs.append(item)
+        tensors_out = [o for o in outputs if isinstance(o, Tensor)]
+        if grad_mode.is_grad_enabled() and any(needs):
+            positions = tuple(i for i, n in enumerate(needs) if n)
+            node = FunctionNode.__new__(FunctionNode)
+            node.edges = tuple(args[i]._gradient_edge() for i in positions)
+            node.out_meta = tuple((o.data.shape, o.data.dtype) for o in tensors_out)
+            node.pre_hooks = None
+            node.retained = None
+            node.fn_cls = cls
+            node.ctx = ctx
+            node.input_positions = positions
+            node.n_inputs = len(args)
+            node.once = getattr(cls.backward, "_once_differentiable", False)
+            ctx._node = node
+            for i, o in enumerate(tensors_out):
+                if o.data.dtype.kind == "f" and id(o) not in ctx._non_differentiable:
+                    o._requires_grad = True
+                    o.grad_fn = node
+                    o._output_nr = i
+        return outputs[0] if single else tuple(outputs)
+
+
+def once_differentiable(backward: Any) -> Any:
+    """Mark a custom ``backward`` as not differentiable again (an error under create_graph).
+
+    Apply it below ``@staticmethod``; it sets a flag the Function reads.
+    """
+    backward._once_differentiable = True
+    return backward

@@ -1,0 +1,180 @@
+"""Grad modes: whether operations on Tensors are recorded.
+
+The mode is thread-local, so a ``no_grad`` block in one thread never changes what
+another thread records.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+__all__ = [
+    "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class _ThreadState(threading.local):
+    # Class attributes are the per-thread defaults: a new thread starts with grad on.
+    grad_enabled = True
+    inference = False
+
+
+_state = _ThreadState()
+
+
+def is_grad_enabled() -> bool:
+    """Return True when operations are currently recorded for differentiation.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> fd.is_grad_enabled()
+    True
+    >>> with fd.no_grad():
+    ...     fd.is_grad_enabled()
+    False
+    """
+    return _state.grad_enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    """Return True inside an active ``inference_mode`` block."""
+    return _state.inference
+
+
+class _GradModeContext:
+    """Base for context managers that also work as decorators."""
+
+    def _enter_mode(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> None:
+        self._saved = (_state.grad_enabled, _state.inference)
+        self._enter_mode()
+
+    def __exit__(self, *exc: object) -> None:
+        _state.grad_enabled, _state.inference = self._saved
+
+    def __call__(self, func: F) -> F:
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with self.__class__(*self._init_args()):
+                return func(*args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    def _init_args(self) -> tuple[Any, ...]:
+        return ()
+
+
+class no_grad(_GradModeContext):
+    """Context manager and decorator that stops recording operations.
+
+    Results computed inside do not require grad, even when their inputs do. In-place
+    updates of leaves are allowed inside, which is how optimiser steps are written.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> with fd.no_grad():
+    ...     y = x * 2
+    >>> y.requires_grad
+    False
+    """
+
+    def _enter_mode(self) -> None:
+        _state.grad_enabled = False
+
+
+class enable_grad(_GradModeContext):
+    """Context manager and decorator that turns recording back on inside ``no_grad``.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> x = fd.tensor(3.0, requires_grad=True)
+    >>> with fd.no_grad():
+    ...     with fd.enable_grad():
+    ...         y = x * x
+    >>> y.requires_grad
+    True
+    """
+
+    def _enter_mode(self) -> None:
+        _state.grad_enabled = True
+
+
+class set_grad_enabled(_GradModeContext):
+    """Set grad mode to ``mode``: as a function call, a context manager or a decorator.
+
+    Called as a plain function it sets the mode at once (and, used as a context
+    manager, restores the previous mode on exit).
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> with fd.set_grad_enabled(False):
+    ...     fd.is_grad_enabled()
+    False
+    >>> fd.is_grad_enabled()
+    True
+    """
+
+    def __init__(self, mode: bool) -> None:
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled(mode) expects a bool, got {type(mode).__name__}")
+        self.mode = mode
+        self._saved = (_state.grad_enabled, _state.inference)
+        _state.grad_enabled = mode
+
+    def __enter__(self) -> None:
+        # The mode was already set by __init__; only remember what to restore.
+        pass
+
+    def _enter_mode(self) -> None:
+        _state.grad_enabled = self.mode
+
+    def _init_args(self) -> tuple[Any, ...]:
+        return (self.mode,)
+
+    def __call__(self, func: F) -> F:
+        # Decorating must not leave the mode changed by __init__.
+        _state.grad_enabled, _state.inference = self._saved
+        return super().__call__(func)
+
+
+class inference_mode(_GradModeContext):
+    """A stronger ``no_grad``: nothing inside is recorded.
+
+    funcdiff treats it as ``no_grad`` (NumPy arrays carry no dispatch keys to skip);
+    ``inference_mode(False)`` is a no-op, as in torch.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> with fd.inference_mode():
+    ...     fd.is_grad_enabled()
+    False
+    """
+
+    def __init__(self, mode: bool = True) -> None:
+        self.mode = mode
+
+    def _enter_mode(self) -> None:
+        if self.mode:
+            _state.grad_enabled = False
+            _state.inference = True
+
+    def _init_args(self) -> tuple[Any, ...]:
+        return (self.mode,)

@@ -1,0 +1,122 @@
+"""The recorded graph: one node per operation, with edges to the nodes of its inputs.
+
+A node keeps what its derivative rule needs (inputs, output, keyword arguments) until
+the backward pass has used it; then ``release`` drops it, so a finished backward pass
+frees its graph. Values that a rule reads are stamped with their tensor's version, and
+a value modified in place since then is refused at backward time instead of giving a
+wrong gradient.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from funcdiff._tensor import Tensor
+
+__all__ = ["Node", "AccumulateGrad", "Edge", "FREED_GRAPH_MESSAGE", "check_versions"]
+
+#: An edge is (node, output index) of the node that produced an input, or None.
+Edge = "tuple[Node, int] | None"
+
+FREED_GRAPH_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved "
+    "tensors after they have already been freed). Saved intermediate values of the graph "
+    "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+    "you need to backward through the graph a second time or if you need to access saved "
+    "tensors after calling backward."
+)
+
+
+class Node:
+    """One recorded operation of the backward graph.
+
+    Attributes
+    ----------
+    edges : tuple
+        For each differentiable input, ``(node, output_index)`` of the node that
+        produced it (an ``AccumulateGrad`` for a leaf), or None.
+    out_meta : tuple
+        ``(shape, dtype)`` of each output, used to shape and type incoming gradients.
+    """
+
+    __slots__ = ("edges", "out_meta", "pre_hooks", "retained", "__weakref__")
+
+    def __init__(self, edges: tuple, out_meta: tuple) -> None:
+        self.edges = edges
+        self.out_meta = out_meta
+        self.pre_hooks: dict[int, list[Callable]] | None = None
+        self.retained: dict[int, weakref.ref] | None = None
+
+    def name(self) -> str:
+        """The node's name, e.g. ``"MulBackward"``."""
+        return type(self).__name__
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
+        """The nodes that produced this node's inputs, as ``(node, output_index)``."""
+        return tuple(e if e is not None else (None, 0) for e in self.edges)
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
+        """Map output cotangents to one cotangent per edge (None where there is none)."""
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Drop the values saved for backward."""
+
+    def add_pre_hook(self, output_nr: int, hook: Callable) -> None:
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        self.pre_hooks.setdefault(output_nr, []).append(hook)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor: gradients arriving here belong to the leaf.
+
+    It holds the leaf weakly, so a leaf the user has dropped is not kept alive by the
+    graphs it took part in.
+    """
+
+    __slots__ = ("_tensor_ref",)
+
+    def __init__(self, tensor: Tensor) -> None:
+        super().__init__((), ((tensor.data.shape, tensor.data.dtype),))
+        self._tensor_ref = weakref.ref(tensor)
+
+    @property
+    def variable(self) -> Tensor | None:
+        """The leaf tensor this node accumulates into (None once it is gone)."""
+        return self._tensor_ref()
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
+        return ()
+
+
+def describe_value(value: Any) -> str:
+    data = getattr(value, "data", value)
+    return f"[{getattr(data, 'dtype', type(data).__name__)} {tuple(getattr(data, 'shape', ()))}]"
+
+
+def check_versions(checks: tuple, node: Node) -> None:
+    """Raise if a value saved for ``node`` was modified in place after it was saved.
+
+    ``checks`` holds ``(version_box, saved_version, value, producer)`` entries, where
+    ``producer`` is ``(node, output_index)`` for a node's output, or None.
+    """
+    for box, saved, value, producer in checks:
+        if box[0] != saved:
+            where = ""
+            if producer is not None:
+                where = f", which is output {producer[1]} of {producer[0].name()},"
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified "
+                f"by an inplace operation: {describe_value(value)}{where} is at version "
+                f"{box[0]}; expected version {saved} instead. It was saved by "
+                f"{node.name()}. Hint: compute the modified value out of place "
+                "(y = y + 1 instead of y += 1), or modify a copy."
+            )

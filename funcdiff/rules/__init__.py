@@ -1,0 +1,21 @@
+"""Derivative rules, one module per family; importing this package registers them all."""
+
+from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
+    constants,
+    elementwise,
+    indexing,
+    linalg,
+    reductions,
+    shape,
+)
+from funcdiff.rules._registry import (
+    FUNCTION_RULES,
+    NAMED_RULES,
+    UFUNC_RULES,
+    Arg,
+    Case,
+    Rule,
+    all_rules,
+)
+
+__all__ = ["Arg", "Case", "Rule", "UFUNC_RULES", "FUNCTION_RULES", "NAMED_RULES", "all_rules"]

@@ -1,0 +1,278 @@
+"""The rule registry: derivative rules as data.
+
+A :class:`Rule` says how to run an operation forward on ndarrays and, for each
+differentiable argument, how a cotangent ``g`` maps back to that argument::
+
+    Rule("sin", np.sin, vjps={0: lambda g, ans, x: g * np.cos(x)})
+
+Rules are written with NumPy calls. On the fast first-order path they run on
+ndarrays; under ``create_graph=True`` the same code runs on Tensors and records
+itself, which gives every higher order from one rule.
+
+Conventions every vjp follows
+-----------------------------
+* Signature ``vjp(g, ans, *args, **kwargs)``: ``ans`` is the forward result and the
+  arguments are those of the forward call.
+* ``g`` has shape ``batch + ans.shape``, where ``batch`` is empty or one leading
+  axis (``is_grads_batched``); ``batch_ndim(g, ans)`` tells which. Count axes from
+  the end, or shift them by the batch rank.
+* A vjp may return anything that broadcasts to ``batch + arg.shape``: the engine sums
+  it back to the argument's shape and casts it to the argument's dtype, so rules
+  never unbroadcast by hand.
+* For a positional argument that is a sequence of arrays (``concatenate``), the vjp
+  returns a sequence of cotangents, one per element.
+* Multi-output rules receive ``g`` and ``ans`` as tuples; a missing output cotangent
+  arrives as zeros.
+
+Each rule carries test cases (:class:`Case`): the test suite checks every registered
+rule against finite differences at first and second order, batched and unbatched, so
+adding an op means adding one entry and nothing else.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Arg",
+    "Case",
+    "Rule",
+    "UFUNC_RULES",
+    "FUNCTION_RULES",
+    "NAMED_RULES",
+    "register",
+    "all_rules",
+    "batch_ndim",
+    "dispatching",
+]
+
+
+@dataclass(frozen=True)
+class Arg:
+    """How the tests draw one array argument of a rule.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        Shape of the array.
+    low, high : float
+        Interval the values are drawn from (``kind="uniform"``); keep it inside the
+        function's domain and away from kinks.
+    kind : str
+        ``"uniform"``; ``"spd"`` (symmetric positive definite, last two axes);
+        ``"wellcond"`` (a well-conditioned square matrix); ``"int"`` (integers in
+        ``[low, high)``, never differentiated); ``"bool"``; ``"distinct"`` (values
+        that are well separated, for sorting and max/min).
+    diff : bool
+        Whether the tests differentiate with respect to this argument.
+    """
+
+    shape: tuple[int, ...]
+    low: float = -2.0
+    high: float = 2.0
+    kind: str = "uniform"
+    diff: bool = True
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        shape = tuple(self.shape)
+        if self.kind == "uniform":
+            return rng.uniform(self.low, self.high, size=shape)
+        if self.kind == "int":
+            return rng.integers(int(self.low), int(self.high), size=shape)
+        if self.kind == "bool":
+            return rng.uniform(size=shape) < 0.5
+        if self.kind == "distinct":
+            n = int(np.prod(shape))
+            values = self.low + (self.high - self.low) * (np.arange(n) + 0.5) / max(n, 1)
+            return rng.permutation(values).reshape(shape)
+        if self.kind in ("spd", "wellcond"):
+            n = shape[-1]
+            a = rng.uniform(-1.0, 1.0, size=shape)
+            if self.kind == "spd":
+                return a @ np.swapaxes(a, -1, -2) / n + np.eye(n)
+            return a / n + 2.0 * np.eye(n)
+        raise ValueError(f"unknown Arg kind {self.kind!r}")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One test point of a rule: the arguments and keyword arguments of a call.
+
+    ``args`` holds :class:`Arg` entries (drawn by the tests), lists of them (for
+    ``concatenate``-like functions) and plain constants, passed through as they are.
+    ``output`` maps the forward result to the array or tuple of arrays that the
+    tests differentiate (for example to remove the sign ambiguity of eigenvectors).
+    """
+
+    args: tuple = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    output: Callable | None = None
+    order: int = 2
+    atol: float = 1e-6
+    rtol: float = 1e-5
+    note: str = ""
+
+
+def _params_read(func: Callable) -> frozenset[str]:
+    """Names of ``func``'s parameters that its code may read.
+
+    Conservative: a name counts as read when any instruction mentions it or a closure
+    captures it. It lets the recorder skip version checks for values a rule never
+    looks at, so that ``y = x * 2; y += 1`` stays legal while ``y = np.exp(x); y += 1``
+    (whose rule reads ``ans``) is refused.
+    """
+    code = getattr(func, "__code__", None)
+    if code is None:  # a builtin or callable object: assume it reads everything
+        return frozenset({"*"})
+    nparams = code.co_argcount + code.co_kwonlyargcount
+    nparams += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)
+    params = set(code.co_varnames[:nparams])
+    read = set(params & set(code.co_cellvars))
+    for ins in dis.get_instructions(code):
+        arg = ins.argval
+        names = arg if isinstance(arg, tuple) else (arg,)
+        for name in names:
+            if isinstance(name, str) and name in params:
+                read.add(name)
+    if code.co_flags & 0x04 or code.co_flags & 0x08:
+        # *args / **kwargs forwarded to a helper may read anything.
+        read.add("*")
+    return frozenset(read)
+
+
+@dataclass(frozen=True, eq=False)
+class Rule:
+    """A derivative rule: one entry per operation.
+
+    Parameters
+    ----------
+    name : str
+        Name shown in ``grad_fn`` (``"sin"`` gives ``SinBackward``) and in the docs.
+    fn : callable
+        The forward on ndarrays (usually the NumPy function itself).
+    vjps : mapping
+        ``{argument: vjp}`` for each differentiable argument, keyed by position, or by
+        name for keyword arguments.
+    vjp_all : callable, optional
+        Instead of ``vjps``: ``vjp_all(needs, g, ans, *args, **kwargs)`` returning one
+        cotangent (or None) per positional argument, for rules whose arguments share
+        work (``solve``). ``needs`` is a tuple of bools, one per positional argument.
+    nondiff_args : frozenset
+        Arguments whose gradient is zero by definition (indices, conditions).
+        A Tensor that requires grad anywhere else, without a vjp, is an error: a
+        gradient is never dropped silently.
+    differentiable : bool
+        False for operations whose result is piecewise constant (``floor``,
+        comparisons, ``argmax``): the result is a constant.
+    cases : tuple of Case
+        Test points; every differentiable rule needs at least one.
+    convention : str
+        The documented choice at kinks and degeneracies.
+    impl : callable, optional
+        A composite: run ``impl`` on the Tensors themselves (it calls other rules),
+        instead of recording one node.
+    view : bool
+        The output is a view of the first argument (shares its version counter).
+    """
+
+    name: str
+    fn: Callable
+    vjps: Mapping[int | str, Callable] = field(default_factory=dict)
+    vjp_all: Callable | None = None
+    nondiff_args: frozenset = frozenset()
+    differentiable: bool = True
+    cases: tuple[Case, ...] = ()
+    convention: str = ""
+    impl: Callable | None = None
+    view: bool = False
+    family: str = ""
+    reads_inputs: bool = field(init=False, default=True)
+    reads_ans: bool = field(init=False, default=True)
+
+    def __post_init__(self) -> None:
+        funcs = list(self.vjps.values()) + ([self.vjp_all] if self.vjp_all else [])
+        read: set[str] = set()
+        inputs_read = False
+        for f in funcs:
+            names = _params_read(f)
+            read |= names
+            code = getattr(f, "__code__", None)
+            if "*" in names or code is None:
+                inputs_read = True
+                continue
+            first = 3 if f is self.vjp_all else 2  # skip (needs,) g, ans
+            params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            if any(p in names for p in params[first:]):
+                inputs_read = True
+        object.__setattr__(self, "reads_ans", "*" in read or "ans" in read)
+        object.__setattr__(self, "reads_inputs", inputs_read)
+        node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
+        object.__setattr__(self, "node_name", node_name + "Backward")
+
+    @property
+    def is_composite(self) -> bool:
+        return self.impl is not None
+
+
+# NumPy ufunc -> Rule, NumPy/SciPy function -> Rule, and Tensor-only operations by name.
+UFUNC_RULES: dict[Any, Rule] = {}
+FUNCTION_RULES: dict[Any, Rule] = {}
+NAMED_RULES: dict[str, Rule] = {}
+
+
+def register(rule: Rule, *keys: Any) -> Rule:
+    """Register ``rule`` under ``keys``, or under ``rule.fn`` when no key is given.
+
+    A string key registers a Tensor-only operation (``"getitem"``); a ufunc goes to the
+    ufunc table; any other callable to the function table.
+    """
+    for key in keys or (rule.fn,):
+        if isinstance(key, str):
+            NAMED_RULES[key] = rule
+        elif isinstance(key, np.ufunc):
+            UFUNC_RULES[key] = rule
+        else:
+            FUNCTION_RULES[key] = rule
+    return rule
+
+
+def all_rules() -> list[Rule]:
+    """Every registered rule once, in registration order."""
+    seen: dict[int, Rule] = {}
+    for table in (UFUNC_RULES, FUNCTION_RULES, NAMED_RULES):
+        for rule in table.values():
+            seen.setdefault(id(rule), rule)
+    return list(seen.values())
+
+
+def dispatching(fn: Callable) -> Callable:
+    """Make a NumPy-level helper dispatch like a NumPy function (NEP 18).
+
+    On ndarrays it runs ``fn``; when an argument is a Tensor, the Tensor's
+    ``__array_function__`` receives the call and runs the rule registered for the
+    returned wrapper. Helpers that rules need (``index_add``) become differentiable
+    primitives this way, with no import of the layers above.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for a in args:
+            t = type(a)
+            if t is not np.ndarray and hasattr(t, "__array_function__") and not isinstance(
+                a, np.generic
+            ):
+                return a.__array_function__(wrapper, (t,), args, kwargs)
+        return fn(*args, **kwargs)
+
+    return wrapper
+
+
+def batch_ndim(g: Any, ans: Any) -> int:
+    """Number of leading batch axes of cotangent ``g`` for output ``ans`` (0 or 1)."""
+    return np.ndim(g) - np.ndim(ans)

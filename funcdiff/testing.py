@@ -1,0 +1,241 @@
+"""Check derivative rules against central finite differences.
+
+:func:`check_rule_case` runs one registered rule on one of its test cases and
+compares, with independent truth from finite differences:
+
+* first order: the vector-Jacobian product with a random cotangent;
+* second order: the Hessian-vector product of that scalarised output (through
+  ``create_graph=True``) against finite differences of the gradient;
+* batched first and second order: ``is_grads_batched=True`` against a loop.
+
+The test suite runs it over every registered rule, so adding a rule adds its tests.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from funcdiff import _ops
+from funcdiff._tensor import Tensor, tensor
+from funcdiff.autograd.engine import grad
+from funcdiff.rules._registry import Arg, Case, Rule
+
+__all__ = ["RuleCheck", "check_rule_case", "materialize_case"]
+
+
+@dataclass
+class RuleCheck:
+    """The outcome of checking one rule on one case: empty ``failures`` means it passed."""
+
+    rule: str
+    case: int
+    failures: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+
+def _seed(name: str, index: int) -> int:
+    return zlib.crc32(f"{name}/{index}".encode())
+
+
+def materialize_case(case: Case, rng: np.random.Generator) -> tuple[list, list, dict]:
+    """Draw a case's arrays. Returns ``(args, diff_slots, kwargs)``.
+
+    ``diff_slots`` lists ``(arg_index, list_index_or_None, array)`` for the arguments
+    that are differentiated.
+    """
+    args: list = []
+    slots: list = []
+    for i, spec in enumerate(case.args):
+        if isinstance(spec, Arg):
+            value = spec.sample(rng)
+            args.append(value)
+            if spec.diff and spec.kind not in ("int", "bool"):
+                slots.append((i, None, value))
+        elif isinstance(spec, list) and any(isinstance(s, Arg) for s in spec):
+            items = []
+            for j, s in enumerate(spec):
+                if isinstance(s, Arg):
+                    value = s.sample(rng)
+                    items.append(value)
+                    if s.diff and s.kind not in ("int", "bool"):
+                        slots.append((i, j, value))
+                else:
+                    items.append(s)
+            args.append(items)
+        else:
+            args.append(spec)
+    kwargs = {}
+    for k, spec in case.kwargs.items():
+        if isinstance(spec, Arg):
+            value = spec.sample(rng)
+            kwargs[k] = value
+            if spec.diff and spec.kind not in ("int", "bool"):
+                slots.append((k, None, value))
+        else:
+            kwargs[k] = spec
+    return args, slots, kwargs
+
+
+def _outputs(result: Any, case: Case) -> tuple:
+    if case.output is not None:
+        result = case.output(result)
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    return tuple(
+        o
+        for o in items
+        if isinstance(o, (Tensor, np.ndarray, np.generic))
+        and np.asarray(o.data if isinstance(o, Tensor) else o).dtype.kind == "f"
+    )
+
+
+def _build_function(rule: Rule, case: Case, args: list, slots: list, kwargs: dict) -> Callable:
+    """f(*diff_values) -> tuple of float outputs, running the rule through funcdiff."""
+
+    def f(*values: Any) -> tuple:
+        call_args = [list(a) if isinstance(a, list) else a for a in args]
+        call_kwargs = dict(kwargs)
+        for (i, j, _), v in zip(slots, values):
+            if isinstance(i, str):
+                call_kwargs[i] = v
+            elif j is None:
+                call_args[i] = v
+            else:
+                call_args[i][j] = v
+        return _outputs(_ops.call(rule, tuple(call_args), call_kwargs), case)
+
+    return f
+
+
+def _as_arrays(outs: tuple) -> list[np.ndarray]:
+    return [np.asarray(o.data if isinstance(o, Tensor) else o, dtype=float) for o in outs]
+
+
+def _close(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, atol=atol, rtol=rtol, equal_nan=False))
+
+
+def _describe(a: np.ndarray, b: np.ndarray) -> str:
+    if a.shape != b.shape:
+        return f"shape {a.shape} != {b.shape}"
+    err = np.abs(a - b)
+    k = int(np.argmax(err)) if err.size else 0
+    idx = np.unravel_index(k, err.shape) if err.size else ()
+    return f"max abs error {err.max() if err.size else 0:.3g} at {idx}: got {a.ravel()[k] if a.size else None!r}, expected {b.ravel()[k] if b.size else None!r}"
+
+
+def check_rule_case(
+    rule: Rule, case: Case, index: int = 0, batch: int = 3, eps: float = 1e-6
+) -> RuleCheck:
+    """Check ``rule`` on ``case`` at first and second order, batched and unbatched."""
+    rng = np.random.default_rng(_seed(rule.name, index))
+    args, slots, kwargs = materialize_case(case, rng)
+    failures: list[str] = []
+    f = _build_function(rule, case, args, slots, kwargs)
+    x0 = [np.asarray(s[2], dtype=float) for s in slots]
+    if not x0:
+        return RuleCheck(rule.name, index, ["the case differentiates no argument"])
+
+    def values(tensors: bool, xs: Sequence[np.ndarray]) -> list:
+        return [tensor(x, requires_grad=True) if tensors else x for x in xs]
+
+    ref = _as_arrays(f(*x0))
+    if not ref:
+        return RuleCheck(rule.name, index, ["the rule returned no floating-point output"])
+    weights = [rng.standard_normal(r.shape) for r in ref]
+
+    def scalar(xs: Sequence[np.ndarray]) -> float:
+        return float(sum(np.sum(w * o) for w, o in zip(weights, _as_arrays(f(*xs)))))
+
+    # First order: one VJP against central differences of the scalarised output.
+    inputs = values(True, x0)
+    outs = f(*inputs)
+    diff_outs = [o for o in outs if isinstance(o, Tensor) and o.requires_grad]
+    if len(diff_outs) != len(outs):
+        return RuleCheck(rule.name, index, ["an output does not require grad"])
+    grads = grad(outs, inputs, grad_outputs=weights, allow_unused=True, materialize_grads=True)
+    for k, (x, g) in enumerate(zip(x0, grads)):
+        fd = np.zeros_like(x)
+        for m in range(x.size):
+            step = eps * max(1.0, abs(float(x.flat[m])))
+            xp = [y.copy() for y in x0]
+            xm = [y.copy() for y in x0]
+            xp[k].flat[m] += step
+            xm[k].flat[m] -= step
+            fd.flat[m] = (scalar(xp) - scalar(xm)) / (2 * step)
+        if not _close(g.data, fd, case.atol, case.rtol):
+            failures.append(f"first order, input {k}: {_describe(g.data, fd)}")
+
+    # Batched first order: one pass with a batch of cotangents equals a loop.
+    batch_weights = [rng.standard_normal((batch,) + r.shape) for r in ref]
+    inputs = values(True, x0)
+    outs = f(*inputs)
+    batched = grad(
+        outs, inputs, grad_outputs=batch_weights, is_grads_batched=True, allow_unused=True,
+        materialize_grads=True, retain_graph=True,
+    )
+    for b in range(batch):
+        looped = grad(
+            outs, inputs, grad_outputs=[w[b] for w in batch_weights], retain_graph=True,
+            allow_unused=True, materialize_grads=True,
+        )
+        for k, (gb, gl) in enumerate(zip(batched, looped)):
+            if not _close(gb.data[b], gl.data, 1e-10, 1e-9):
+                failures.append(f"batched first order, input {k}, batch {b}: "
+                                f"{_describe(gb.data[b], gl.data)}")
+    if case.order < 2 or failures:
+        return RuleCheck(rule.name, index, failures)
+
+    # Second order: d/dt grad(x + t v) at t=0, against the recorded backward pass.
+    direction = [rng.standard_normal(x.shape) for x in x0]
+
+    def first_grad(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        ins = values(True, xs)
+        gs = grad(f(*ins), ins, grad_outputs=weights, allow_unused=True, materialize_grads=True)
+        return [g.data for g in gs]
+
+    inputs = values(True, x0)
+    gs = grad(f(*inputs), inputs, grad_outputs=weights, create_graph=True, allow_unused=True,
+              materialize_grads=True)
+    live = [(g, v) for g, v in zip(gs, direction) if g.requires_grad]
+    if not live:
+        hv = [np.zeros_like(x) for x in x0]
+    else:
+        hv_t = grad(
+            [g for g, _ in live], inputs, grad_outputs=[v for _, v in live],
+            allow_unused=True, materialize_grads=True, retain_graph=True,
+        )
+        hv = [h.data for h in hv_t]
+    scale = max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
+    step = 1e-5 * scale
+    plus = first_grad([x + step * v for x, v in zip(x0, direction)])
+    minus = first_grad([x - step * v for x, v in zip(x0, direction)])
+    for k in range(len(x0)):
+        fd = (plus[k] - minus[k]) / (2 * step)
+        if not _close(hv[k], fd, max(case.atol, 1e-5), max(case.rtol, 1e-4)):
+            failures.append(f"second order, input {k}: {_describe(hv[k], fd)}")
+
+    # Batched second order: a batch of directions through the recorded backward pass.
+    if live:
+        batch_dirs = [rng.standard_normal((batch,) + tuple(g.shape)) for g, _ in live]
+        hb = grad(
+            [g for g, _ in live], inputs, grad_outputs=batch_dirs, is_grads_batched=True,
+            allow_unused=True, materialize_grads=True, retain_graph=True,
+        )
+        for b in range(batch):
+            hl = grad(
+                [g for g, _ in live], inputs, grad_outputs=[d[b] for d in batch_dirs],
+                allow_unused=True, materialize_grads=True, retain_graph=True,
+            )
+            for k, (x_b, x_l) in enumerate(zip(hb, hl)):
+                if not _close(x_b.data[b], x_l.data, 1e-9, 1e-8):
+                    failures.append(f"batched second order, input {k}, batch {b}: "
+                                    f"{_describe(x_b.data[b], x_l.data)}")
+    return RuleCheck(rule.name, index, failures)
