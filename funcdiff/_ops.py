@@ -15,8 +15,8 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions
-from funcdiff.rules._registry import FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
+from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions, describe_value
+from funcdiff.rules._registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 
 __all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode"]
 
@@ -37,6 +37,19 @@ class RuleNode(Node):
         self.kwargs = None
         self.ans = None
         self.checks = ()
+
+    def describe_saved(self, label: Any) -> str:
+        key, sub = label
+        if key == "ans":
+            value = self.ans[sub] if self.multi else self.ans
+            return f"{describe_value(value)}, which is output {sub} of {self.name()},"
+        value = self.args[key] if isinstance(key, int) else self.kwargs[key]
+        if sub is not None:
+            value = value[sub]
+        where = ""
+        if isinstance(value, Tensor) and value.grad_fn is not None:
+            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
+        return f"argument {key} {describe_value(value)}{where}"
 
     def _ans_tensors(self) -> Any:
         # Under create_graph the output re-enters the graph as a Tensor produced by
@@ -217,15 +230,18 @@ def _record(
     else:
         node.ans = outputs[0].data
         node.out_meta = ((node.ans.shape, node.ans.dtype),)
+    read, reads_ans = rule.checked(tuple(p[0] for p in diff_paths))
     checks: list = []
-    if rule.reads_inputs:
-        for t in tensors:
-            checks.append(
-                (t._version_box, t._version_box[0], t, (t.grad_fn, t._output_nr) if t.grad_fn else None)
-            )
-    if rule.reads_ans:
+    if read:
+        every = ALL in read
+        for path, t in zip(paths, tensors):
+            if every or path[0] in read:
+                box = t._version_box
+                checks += (box, box[0], path)
+    if reads_ans:
         for i, o in enumerate(outputs):
-            checks.append((o._version_box, o._version_box[0], o, (node, i)))
+            box = o._version_box
+            checks += (box, box[0], ("ans", i))
     node.checks = tuple(checks)
     for i, o in enumerate(outputs):
         if o.data.dtype.kind == "f":
@@ -363,7 +379,7 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
         return _missing_rule(f"numpy.{ufunc.__name__}")
-    result = call(rule, (_snapshot(t, rule.reads_inputs), other))
+    result = call(rule, (_snapshot(t, rule.reads_argument(0)), other))
     np.copyto(t.data, result.data, casting="same_kind")
     _bump(t)
     _rebase(t, result)

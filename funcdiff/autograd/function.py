@@ -14,7 +14,7 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions
+from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions, describe_value
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -49,9 +49,11 @@ class FunctionCtx:
                 )
         self._saved_called = True
         self._saved = tensors
-        self._checks = tuple(
-            (t._version_box, t._version_box[0], t, None) for t in tensors if t is not None
-        )
+        checks: list = []
+        for i, t in enumerate(tensors):
+            if t is not None:
+                checks += (t._version_box, t._version_box[0], i)
+        self._checks = tuple(checks)
 
     @property
     def saved_tensors(self) -> tuple:
@@ -85,6 +87,13 @@ class FunctionNode(Node):
     def release(self) -> None:
         self.ctx._saved = None
         self.ctx._checks = ()
+
+    def describe_saved(self, label: Any) -> str:
+        value = self.ctx._saved[label]
+        where = ""
+        if value.grad_fn is not None:
+            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
+        return f"saved tensor {label} {describe_value(value)}{where}"
 
     def apply(self, grads: list, create_graph: bool) -> list:
         ctx = self.ctx

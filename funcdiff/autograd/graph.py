@@ -66,6 +66,10 @@ class Node:
     def release(self) -> None:
         """Drop the values saved for backward."""
 
+    def describe_saved(self, label: Any) -> str:
+        """Describe the saved value ``label`` for error messages."""
+        return str(label)
+
     def add_pre_hook(self, output_nr: int, hook: Callable) -> None:
         if self.pre_hooks is None:
             self.pre_hooks = {}
@@ -105,18 +109,17 @@ def describe_value(value: Any) -> str:
 def check_versions(checks: tuple, node: Node) -> None:
     """Raise if a value saved for ``node`` was modified in place after it was saved.
 
-    ``checks`` holds ``(version_box, saved_version, value, producer)`` entries, where
-    ``producer`` is ``(node, output_index)`` for a node's output, or None.
+    ``checks`` is a flat tuple of ``(version_box, saved_version, label)`` triples; the
+    boxes are held instead of the tensors so that a node saving its own output does
+    not form a reference cycle. ``node.describe_saved(label)`` names the value.
     """
-    for box, saved, value, producer in checks:
+    for k in range(0, len(checks), 3):
+        box, saved = checks[k], checks[k + 1]
         if box[0] != saved:
-            where = ""
-            if producer is not None:
-                where = f", which is output {producer[1]} of {producer[0].name()},"
             raise RuntimeError(
                 "one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: {describe_value(value)}{where} is at version "
-                f"{box[0]}; expected version {saved} instead. It was saved by "
+                f"by an inplace operation: {node.describe_saved(checks[k + 2])} is at "
+                f"version {box[0]}; expected version {saved} instead. It was saved by "
                 f"{node.name()}. Hint: compute the modified value out of place "
                 "(y = y + 1 instead of y += 1), or modify a copy."
             )

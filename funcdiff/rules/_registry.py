@@ -50,6 +50,7 @@ __all__ = [
     "all_rules",
     "batch_ndim",
     "dispatching",
+    "ALL",
 ]
 
 
@@ -82,7 +83,7 @@ class Arg:
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         shape = tuple(self.shape)
         if self.kind == "uniform":
-            return rng.uniform(self.low, self.high, size=shape)
+            return np.asarray(rng.uniform(self.low, self.high, size=shape))
         if self.kind == "int":
             return rng.integers(int(self.low), int(self.high), size=shape)
         if self.kind == "bool":
@@ -146,6 +147,30 @@ def _params_read(func: Callable) -> frozenset[str]:
     return frozenset(read)
 
 
+#: Marks "every argument and the output" in ``Rule.reads``.
+ALL = "*"
+
+
+def _arguments_read(vjp: Callable) -> frozenset:
+    """Which forward arguments (positions, keyword names) and ``"ans"`` a vjp reads."""
+    names = _params_read(vjp)
+    code = getattr(vjp, "__code__", None)
+    if code is None or ALL in names:
+        return frozenset({ALL})
+    params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+    read: set = set()
+    if "ans" in names:
+        read.add("ans")
+    for position, name in enumerate(params[2:code.co_argcount]):
+        if name in names:
+            read.add(position)
+            read.add(name)  # the same argument may arrive by keyword
+    for name in params[code.co_argcount:]:
+        if name in names:
+            read.add(name)
+    return frozenset(read)
+
+
 @dataclass(frozen=True, eq=False)
 class Rule:
     """A derivative rule: one entry per operation.
@@ -177,8 +202,10 @@ class Rule:
     impl : callable, optional
         A composite: run ``impl`` on the Tensors themselves (it calls other rules),
         instead of recording one node.
-    view : bool
-        The output is a view of the first argument (shares its version counter).
+    uses_values : bool
+        False when the vjps look at the arguments and the output only for their
+        shapes and dtypes (reshape, indexing, sum): nothing is version-checked then,
+        so in-place changes after the operation stay legal.
     """
 
     name: str
@@ -190,34 +217,43 @@ class Rule:
     cases: tuple[Case, ...] = ()
     convention: str = ""
     impl: Callable | None = None
-    view: bool = False
+    uses_values: bool = True
     family: str = ""
-    reads_inputs: bool = field(init=False, default=True)
-    reads_ans: bool = field(init=False, default=True)
 
     def __post_init__(self) -> None:
-        funcs = list(self.vjps.values()) + ([self.vjp_all] if self.vjp_all else [])
-        read: set[str] = set()
-        inputs_read = False
-        for f in funcs:
-            names = _params_read(f)
-            read |= names
-            code = getattr(f, "__code__", None)
-            if "*" in names or code is None:
-                inputs_read = True
-                continue
-            first = 3 if f is self.vjp_all else 2  # skip (needs,) g, ans
-            params = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
-            if any(p in names for p in params[first:]):
-                inputs_read = True
-        object.__setattr__(self, "reads_ans", "*" in read or "ans" in read)
-        object.__setattr__(self, "reads_inputs", inputs_read)
+        reads = {}
+        if self.vjp_all is not None:
+            reads[ALL] = frozenset({ALL})
+        for key, f in self.vjps.items():
+            reads[key] = _arguments_read(f) if self.uses_values else frozenset()
+        if not self.uses_values:
+            reads = {key: frozenset() for key in reads}
+        object.__setattr__(self, "reads", reads)
+        object.__setattr__(self, "_checked_cache", {})
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
         object.__setattr__(self, "node_name", node_name + "Backward")
 
     @property
     def is_composite(self) -> bool:
         return self.impl is not None
+
+    def checked(self, keys: tuple) -> tuple[frozenset, bool]:
+        """For the differentiated argument ``keys``: which argument keys the vjps read
+        (``{ALL}`` for all), and whether they read the output."""
+        cached = self._checked_cache.get(keys)
+        if cached is None:
+            read: set = set()
+            for key in keys:
+                read |= self.reads.get(key, self.reads.get(ALL, frozenset()))
+            if self.vjp_all is not None:
+                read |= self.reads[ALL]
+            cached = (frozenset(read), ALL in read or "ans" in read)
+            self._checked_cache[keys] = cached
+        return cached
+
+    def reads_argument(self, key: Any) -> bool:
+        """Whether any vjp may read the value of argument ``key``."""
+        return any(key in r or ALL in r for r in self.reads.values())
 
 
 # NumPy ufunc -> Rule, NumPy/SciPy function -> Rule, and Tensor-only operations by name.

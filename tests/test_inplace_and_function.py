@@ -1,0 +1,237 @@
+"""In-place safety (version counters) and custom Functions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import funcdiff as fd
+
+
+def leaf(values) -> fd.Tensor:
+    return fd.tensor(np.asarray(values, dtype=float), requires_grad=True)
+
+
+class TestInPlace:
+    def test_modified_saved_output_is_refused(self) -> None:
+        x = leaf([1.0, 2.0])
+        y = np.exp(x)  # exp's rule reads its output
+        y += 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
+            y.sum().backward()
+        assert "expected version 0" in str(info.value) and "is at version 1" in str(info.value)
+
+    def test_modified_saved_input_is_refused(self) -> None:
+        x = leaf([1.0, 2.0])
+        h = x * 2
+        y = np.sin(h)  # sin reads its input
+        h[0] = 5.0
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+    def test_modified_value_that_no_rule_reads_is_fine(self) -> None:
+        x = leaf([1.0, 2.0])
+        y = x * 2  # multiply reads x and the constant, not its output
+        y += 1
+        y *= 3
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.data, [6.0, 6.0])
+        np.testing.assert_allclose(y.data, (np.array([1.0, 2.0]) * 2 + 1) * 3)
+
+    def test_inplace_multiply_by_a_tensor_that_requires_grad(self) -> None:
+        x, w = leaf([1.0, 2.0]), leaf([3.0, 4.0])
+        y = x * 1.0
+        y *= w
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.data, [3.0, 4.0])
+        np.testing.assert_allclose(w.grad.data, [1.0, 2.0])
+
+    def test_setitem_on_a_non_leaf(self) -> None:
+        x = leaf([1.0, 2.0, 3.0])
+        y = x * 1.0
+        y[1] = x[0] * 5.0
+        (y * np.array([1.0, 10.0, 100.0])).sum().backward()
+        # y = [x0, 5 x0, x2]
+        np.testing.assert_allclose(x.grad.data, [1.0 + 50.0, 0.0, 100.0])
+
+    def test_setitem_into_a_constant_makes_it_differentiable(self) -> None:
+        x = leaf([2.0, 3.0])
+        out = fd.tensor(np.zeros(3))
+        out[0] = x[0] ** 2
+        out[2] = x[1] * x[0]
+        assert out.requires_grad and not out.is_leaf
+        out.sum().backward()
+        np.testing.assert_allclose(x.grad.data, [2 * 2.0 + 3.0, 2.0])
+
+    def test_setitem_with_advanced_index_and_second_order(self) -> None:
+        x = leaf([1.0, 2.0])
+        out = fd.tensor(np.zeros(4))
+        out[np.array([0, 3])] = x**3
+        (g,) = fd.grad(out.sum(), x, create_graph=True)
+        np.testing.assert_allclose(g.data, [3.0, 12.0])
+        (h,) = fd.grad(g.sum(), x)
+        np.testing.assert_allclose(h.data, [6.0, 12.0])
+
+    def test_leaf_that_requires_grad_refuses_in_place(self) -> None:
+        x = leaf([1.0, 2.0])
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            x += 1
+        with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+            x[0] = 3.0
+
+    def test_version_counter_counts(self) -> None:
+        t = fd.tensor([1.0, 2.0])
+        assert t._version == 0
+        t[0] = 3.0
+        t += 1
+        assert t._version == 2
+
+    def test_view_of_a_recorded_tensor_refuses_in_place(self) -> None:
+        x = leaf(np.arange(6.0))
+        y = x * 1.0
+        v = y[1:3]
+        with pytest.raises(RuntimeError, match="view"):
+            v += 1
+
+    def test_view_shares_the_version_counter(self) -> None:
+        x = leaf(np.arange(4.0))
+        y = x * 1.0
+        v = y.reshape(2, 2)
+        s = np.sin(v)  # saves v, whose counter is y's
+        y[0] = 10.0
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            s.sum().backward()
+
+    def test_out_argument_writes_in_place(self) -> None:
+        x = leaf([1.0, 2.0])
+        y = x * 1.0
+        np.multiply(y, 3.0, out=y)
+        y.sum().backward()
+        np.testing.assert_allclose(x.grad.data, [3.0, 3.0])
+
+
+class Cube(fd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x**3
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 3 * x**2
+
+
+class ScaledProduct(fd.Function):
+    """f(x, y, k) = k * x * y with a non-Tensor argument."""
+
+    @staticmethod
+    def forward(ctx, x, y, k):
+        ctx.save_for_backward(x, y)
+        ctx.k = k
+        return k * x * y
+
+    @staticmethod
+    def backward(ctx, g):
+        x, y = ctx.saved_tensors
+        assert ctx.needs_input_grad == (True, False, False)
+        return g * ctx.k * y, None, None
+
+
+class TestCustomFunction:
+    def test_first_and_second_order(self) -> None:
+        x = leaf([0.5, -2.0])
+        y = Cube.apply(x)
+        assert y.grad_fn.name() == "CubeBackward"
+        (g,) = fd.grad(y.sum(), x, create_graph=True)
+        np.testing.assert_allclose(g.data, 3 * x.data**2)
+        (h,) = fd.grad(g.sum(), x)
+        np.testing.assert_allclose(h.data, 6 * x.data)
+
+    def test_needs_input_grad_and_none_gradients(self) -> None:
+        x = leaf([1.0, 2.0])
+        y = fd.tensor([3.0, 4.0])
+        ScaledProduct.apply(x, y, 2.0).sum().backward()
+        np.testing.assert_allclose(x.grad.data, [6.0, 8.0])
+
+    def test_wrong_number_of_gradients(self) -> None:
+        class Bad(fd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                return x * y
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+
+        x, y = leaf(1.0), leaf(2.0)
+        with pytest.raises(RuntimeError, match=r"incorrect number of gradients \(expected 2, got 1\)"):
+            Bad.apply(x, y).backward()
+
+    def test_saved_tensor_modified_in_place(self) -> None:
+        x = leaf([1.0, 2.0])
+        h = x * 1.0
+        y = Cube.apply(h)
+        h += 1
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+    def test_once_differentiable(self) -> None:
+        class Once(fd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            @fd.once_differentiable
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                return g * 2 * x
+
+        x = leaf(3.0)
+        (g,) = fd.grad(Once.apply(x), x)
+        assert g.item() == 6.0
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            fd.grad(Once.apply(x), x, create_graph=True)
+
+    def test_non_differentiable_output(self) -> None:
+        class SortWithIndex(fd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                order = np.argsort(x.data)
+                ctx.order = order
+                idx = fd.tensor(order.astype(float))
+                ctx.mark_non_differentiable(idx)
+                return fd.tensor(x.data[order]), idx
+
+            @staticmethod
+            def backward(ctx, g, g_idx):
+                out = np.zeros_like(g.data)
+                out[ctx.order] = g.data
+                return fd.tensor(out)
+
+        x = leaf([3.0, 1.0, 2.0])
+        values, idx = SortWithIndex.apply(x)
+        assert values.requires_grad and not idx.requires_grad
+        (values * np.array([1.0, 2.0, 3.0])).sum().backward()
+        np.testing.assert_allclose(x.grad.data, [3.0, 1.0, 2.0])
+
+    def test_instantiating_a_function_is_an_error(self) -> None:
+        with pytest.raises(RuntimeError, match="apply"):
+            Cube()
+
+    def test_missing_backward(self) -> None:
+        class NoBackward(fd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x * 2
+
+        with pytest.raises(NotImplementedError, match="backward"):
+            NoBackward.apply(leaf(1.0))
+
+    def test_batched_through_a_custom_function(self) -> None:
+        x = leaf([0.5, -2.0, 1.0])
+        y = Cube.apply(x)
+        (jac,) = fd.grad(y, x, np.eye(3), is_grads_batched=True)
+        np.testing.assert_allclose(jac.data, np.diag(3 * x.data**2))
