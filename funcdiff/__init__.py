@@ -29,6 +29,7 @@ from funcdiff.autograd import (
     once_differentiable,
     set_grad_enabled,
 )
+from funcdiff import functional  # noqa: E402  (needs the rules registered)
 
 __version__ = "0.1.0"
 
@@ -38,6 +39,7 @@ __all__ = [
     "grad",
     "backward",
     "autograd",
+    "functional",
     "Function",
     "FunctionCtx",
     "once_differentiable",

@@ -1,0 +1,1123 @@
+"""Higher-level derivatives of whole functions: vjp, jvp, jacobian, hessian, vhp, hvp.
+
+These mirror ``torch.autograd.functional``: the same signatures, defaults, return
+structures, check order, strict mode and error messages (shapes are printed as
+tuples). Everything is built on the public engine, :func:`funcdiff.grad`, so every
+derivative rule works here, at every order.
+
+Conventions shared by all six functions
+---------------------------------------
+* ``inputs`` is one Tensor or a *tuple* of them; only a tuple counts as several
+  inputs (a list raises TypeError). NumPy arrays and real numbers are accepted too and
+  become float Tensors (integer data becomes float64; float dtypes are kept).
+* ``func(*inputs)`` must return a Tensor or a tuple of Tensors.
+* Every input is copied into a fresh leaf before ``func`` sees it, so tensors that
+  ``func`` captures from the enclosing scope are constants: their contribution to the
+  derivative is zero.
+* With ``create_graph=False`` the function values and the derivatives are detached.
+  With ``create_graph=True`` they stay connected to the caller's inputs (and ``v``)
+  that require grad, so they can be differentiated again.
+* ``strict=True`` raises RuntimeError when an output does not depend on an input;
+  otherwise such derivatives are zeros (their mathematical value).
+* The work runs under :class:`funcdiff.enable_grad`, so the functions also work
+  inside ``no_grad()``.
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> from funcdiff.functional import jacobian
+>>> jacobian(lambda x: x ** 2, fd.tensor([1.0, 3.0]))
+tensor([[2., 0.],
+        [0., 6.]])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor
+from funcdiff.autograd import Function, enable_grad, grad
+
+__all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
+
+#: What the functional API accepts wherever a Tensor is expected as an input or ``v``.
+TensorLike = Tensor | np.ndarray | float | int
+#: One Tensor-like value, or a tuple of them.
+TensorLikes = TensorLike | tuple[TensorLike, ...]
+
+_STRATEGIES = ("forward-mode", "reverse-mode")
+_OUTPUTS = "outputs of the user-provided function"
+
+
+# --------------------------------------------------------------------------- structure
+def _convert(el: Any) -> Tensor | None:
+    """A float Tensor holding a NumPy array or a real number, or None if ``el`` is neither."""
+    if isinstance(el, (bool, np.bool_)):
+        return None
+    if isinstance(el, (int, float, np.integer, np.floating)):
+        el = np.asarray(el)
+    if not isinstance(el, np.ndarray):
+        return None
+    if el.dtype.kind == "f":
+        return Tensor(el)
+    if el.dtype.kind in "iu":
+        return Tensor(el, dtype=np.float64)
+    return None
+
+
+def _as_tuple(
+    inp: Any, arg_name: str, fn_name: str, *, convert: bool = False, differentiable: bool = False
+) -> tuple[bool, tuple[Tensor, ...]]:
+    """``(is_tuple, tuple_of_tensors)``; only a real tuple counts as several values.
+
+    ``convert`` also accepts NumPy arrays and real numbers (inputs and ``v``);
+    ``differentiable`` requires a floating dtype (inputs, which get gradients).
+    """
+    is_tuple = isinstance(inp, tuple)
+    items = inp if is_tuple else (inp,)
+    result = []
+    for i, el in enumerate(items):
+        where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
+        t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
+        if t is None:
+            msg = (
+                f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "
+                f"Tensors but {where} has type {type(el)}."
+            )
+            if convert:
+                msg += (
+                    " NumPy arrays and real numbers are accepted as well; several values "
+                    "must be passed as a tuple."
+                )
+            elif isinstance(el, np.ndarray):
+                msg += (
+                    " A result that does not depend on the inputs must still be a Tensor "
+                    "(wrap it with funcdiff.tensor)."
+                )
+            raise TypeError(msg)
+        if differentiable and t.dtype.kind != "f":
+            raise RuntimeError(
+                f"The {arg_name} given to {fn_name} must have a floating-point dtype to be "
+                f"differentiated, but {where} is a Tensor of dtype {t.dtype}; convert it "
+                "with .astype(numpy.float64)."
+            )
+        result.append(t)
+    if differentiable and not result:
+        raise RuntimeError(f"The {arg_name} given to {fn_name} must contain at least one Tensor.")
+    return is_tuple, tuple(result)
+
+
+def _tuple_postprocess(res: Any, to_unpack: bool | tuple[bool, bool]) -> Any:
+    """Undo :func:`_as_tuple`: unwrap the levels of nesting the caller did not use."""
+    if isinstance(to_unpack, tuple):
+        outer, inner = to_unpack
+        if not inner:
+            res = tuple(el[0] for el in res)
+        if not outer:
+            res = res[0]
+        return res
+    return res if to_unpack else res[0]
+
+
+def _grad_preprocess(
+    inputs: tuple[Tensor, ...], create_graph: bool, need_graph: bool
+) -> tuple[Tensor, ...]:
+    """New Tensor objects for ``inputs``, so that ``func`` differentiates w.r.t. them only.
+
+    Under ``create_graph`` an input that requires grad gets a recorded alias, which keeps
+    the results connected to the caller's graph; otherwise a detached leaf that requires
+    grad when ``need_graph``.
+    """
+    result = []
+    for t in inputs:
+        if create_graph and t.requires_grad:
+            result.append(t.reshape(t.shape))
+        else:
+            d = t.detach()
+            result.append(d.requires_grad_() if need_graph else d)
+    return tuple(result)
+
+
+def _grad_postprocess(tensors: tuple, create_graph: bool) -> tuple:
+    """Detach everything (tuples, or tuples of tuples) unless ``create_graph``."""
+    if create_graph:
+        return tensors
+    return tuple(
+        t.detach() if isinstance(t, Tensor) else _grad_postprocess(t, False) for t in tensors
+    )
+
+
+def _validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple: bool) -> None:
+    if len(other) != len(v):
+        if is_other_tuple:
+            raise RuntimeError(
+                f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
+            )
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for idx, (el_v, el_other) in enumerate(zip(v, other, strict=True)):
+        if el_v.shape != el_other.shape:
+            prefix = f"Entry {idx} in " if is_other_tuple else ""
+            raise RuntimeError(
+                f"{prefix}v has invalid size: should be {el_other.shape} but got {el_v.shape}."
+            )
+
+
+def _check_requires_grad(tensors: Sequence[Tensor | None], input_type: str, strict: bool) -> None:
+    """In strict mode, refuse a None entry or one that does not require grad."""
+    if not strict:
+        return
+    messages = {
+        "outputs": (
+            "Output {i} of the user-provided function does not require gradients. The "
+            "outputs must be computed in a differentiable manner from the input when "
+            "running in strict mode."
+        ),
+        "grad_inputs": (
+            "The gradient with respect to input {i} is independent of the inputs of the "
+            "user-provided function. This is not allowed in strict mode."
+        ),
+        "jacobian": (
+            "While computing the hessian, found that the jacobian of the user-provided "
+            "function with respect to input {i} is independent of the input. This is not "
+            "allowed in strict mode. You should ensure that your function is twice "
+            "differentiable and that the jacobian depends on the inputs (this would be "
+            "violated by a linear function for example)."
+        ),
+        "hessian": (
+            "The hessian of the user-provided function with respect to input {i} is "
+            "independent of the input. This is not allowed in strict mode. You should ensure "
+            "that your function is thrice differentiable and that the hessian depends on "
+            "the inputs."
+        ),
+    }
+    if input_type not in messages:
+        raise RuntimeError("Invalid input_type to _check_requires_grad")
+    for i, t in enumerate(tensors):
+        if t is None:
+            raise RuntimeError(
+                f"The output of the user-provided function is independent of input {i}. This "
+                "is not allowed in strict mode."
+            )
+        if not t.requires_grad:
+            raise RuntimeError(messages[input_type].format(i=i))
+
+
+def _autograd_grad(
+    outputs: Sequence[Tensor | None],
+    inputs: Sequence[Tensor],
+    grad_outputs: Sequence[Any] | None = None,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    is_grads_batched: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """:func:`funcdiff.grad` that skips outputs which are None or do not require grad.
+
+    Inputs the remaining outputs do not reach come back as None.
+    """
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    kept = [
+        (o, g)
+        for o, g in zip(outputs, grad_outputs, strict=True)
+        if o is not None and o.requires_grad
+    ]
+    if not kept:
+        return (None,) * len(inputs)
+    return grad(
+        tuple(o for o, _ in kept),
+        tuple(inputs),
+        tuple(g for _, g in kept),
+        retain_graph=retain_graph,
+        create_graph=create_graph,
+        allow_unused=True,
+        is_grads_batched=is_grads_batched,
+    )
+
+
+def _fill_in_zeros(
+    grads: Sequence[Tensor | None],
+    refs: Sequence[Tensor],
+    strict: bool,
+    create_graph: bool,
+    stage: str,
+) -> tuple[Tensor, ...]:
+    """Replace None by zeros shaped like ``refs`` (or raise in strict mode)."""
+    none_messages = {
+        "back": (
+            "The output of the user-provided function is independent of input {i}. This is "
+            "not allowed in strict mode."
+        ),
+        "back_trick": (
+            "The gradient with respect to the input is independent of entry {i} in the "
+            "grad_outputs when using the double backward trick to compute forward mode "
+            "gradients. This is not allowed in strict mode."
+        ),
+        "double_back": (
+            "The jacobian of the user-provided function is independent of input {i}. This is "
+            "not allowed in strict mode."
+        ),
+        "double_back_trick": (
+            "The hessian of the user-provided function is independent of entry {i} in the "
+            "grad_jacobian. This is not allowed in strict mode as it prevents from using the "
+            "double backward trick to replace forward mode AD."
+        ),
+    }
+    if stage not in none_messages:
+        raise RuntimeError(f"Invalid stage argument '{stage}' to _fill_in_zeros")
+    result = []
+    for i, (g, ref) in enumerate(zip(grads, refs, strict=True)):
+        if g is None:
+            if strict:
+                raise RuntimeError(none_messages[stage].format(i=i))
+            g = np.zeros_like(ref)
+        elif strict and create_graph and not g.requires_grad:
+            what = "hessian" if "double" in stage else "jacobian"
+            raise RuntimeError(
+                f"The {what} of the user-provided function is independent of input {i}. This "
+                "is not allowed in strict mode when create_graph=True."
+            )
+        result.append(g)
+    return tuple(result)
+
+
+# --------------------------------------------------------------------------- bases
+def _basis_rows(
+    shape: tuple[int, ...], dtype: Any, offset: int, start: int, stop: int
+) -> np.ndarray:
+    """Rows ``start:stop`` of the identity, restricted to one block of its columns.
+
+    The block holds columns ``offset : offset + prod(shape)``; the result has shape
+    ``(stop - start,) + shape``: the cotangents that one flattened output (or input)
+    receives for those rows of the standard basis.
+    """
+    n = int(np.prod(shape, dtype=np.int64))
+    if start == offset and stop == offset + n:
+        return np.eye(n, dtype=dtype).reshape((n, *shape))
+    block = np.zeros((stop - start, n), dtype=dtype)
+    rows = np.arange(max(start, offset), min(stop, offset + n))
+    block[rows - start, rows - offset] = 1
+    return block.reshape((stop - start, *shape))
+
+
+def _construct_standard_basis_for(
+    tensors: Sequence[Tensor], numels: Sequence[int]
+) -> tuple[np.ndarray, ...]:
+    """The ``N x N`` identity (``N = sum(numels)``) split into column chunks.
+
+    Chunk ``k`` has shape ``(N, numels[k])`` and the dtype of ``tensors[k]``;
+    concatenating the chunks along axis 1 gives ``eye(N)``.
+    """
+    if len(tensors) != len(numels) or not tensors:
+        raise ValueError("expected one numel per tensor and at least one tensor")
+    total = int(sum(numels))
+    chunks = []
+    offset = 0
+    for t, n in zip(tensors, numels, strict=True):
+        chunks.append(_basis_rows((int(n),), t.dtype, offset, 0, total))
+        offset += int(n)
+    return tuple(chunks)
+
+
+def _one_hot(shape: tuple[int, ...], dtype: Any, k: int) -> np.ndarray:
+    e = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=dtype)
+    e[k] = 1
+    return e.reshape(shape)
+
+
+class _Join(Function):
+    """Stack (new axis 0) or concatenate (axis 0) Tensors, differentiably to any order.
+
+    The backward slices the incoming cotangent, after any leading batch axis that a
+    batched backward pass (``is_grads_batched``) adds.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, stack: bool, *pieces: Any) -> np.ndarray:
+        arrays = [np.asarray(p) for p in pieces]
+        ctx.stack = stack
+        ctx.sizes = [1 if stack else a.shape[0] for a in arrays]
+        ctx.ndim = arrays[0].ndim + (1 if stack else 0)
+        return np.stack(arrays) if stack else np.concatenate(arrays)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> tuple:
+        lead = (slice(None),) * (g.ndim - ctx.ndim)
+        result: list = [None]
+        start = 0
+        for size in ctx.sizes:
+            index = start if ctx.stack else slice(start, start + size)
+            result.append(g[(*lead, index)])
+            start += size
+        return tuple(result)
+
+
+_Join.__name__ = "Join"  # its grad_fn reads JoinBackward
+
+
+def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    return t if t.shape == shape else t.reshape(shape)
+
+
+def _pullback_rows(
+    roots: Sequence[Tensor | None],
+    root_shapes: Sequence[tuple[int, ...]],
+    wrt: Sequence[Tensor],
+    *,
+    batched: bool,
+    chunk_size: int | None,
+    create_graph: bool,
+    check: Callable[[int, int, Tensor | None], None] | None = None,
+) -> list[list[Tensor | None]]:
+    """Pull every row of the standard basis of the flattened ``roots`` back to ``wrt``.
+
+    Returns ``blocks[i][j]``: the rows belonging to root ``i`` (``prod(root_shapes[i])``
+    of them) of the Jacobian of root ``i`` with respect to ``wrt[j]``, as a Tensor whose
+    C-order elements are ``rows x wrt[j].shape``; None when all of them are zero. A root
+    that is None or does not require grad contributes zero rows.
+
+    ``batched`` pulls back ``chunk_size`` rows (all of them by default) per backward
+    pass with ``is_grads_batched``; otherwise one row per pass, and ``check(i, j, row)``
+    sees every row gradient before it is used (strict mode). The graph is kept between
+    passes and freed after the last one unless ``create_graph``.
+    """
+    offsets = [0]
+    for shape in root_shapes:
+        offsets.append(offsets[-1] + int(np.prod(shape, dtype=np.int64)))
+    total = offsets[-1]
+    live = [r is not None and r.requires_grad for r in roots]
+    step = (chunk_size or max(total, 1)) if batched else 1
+    pieces: list[list[list]] = [[[] for _ in wrt] for _ in roots]
+    nonzero = [[False] * len(wrt) for _ in roots]
+
+    for start, stop, res in _passes(
+        roots, root_shapes, offsets, live, wrt, step, batched, create_graph
+    ):
+        for i in range(len(roots)):
+            lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
+            if lo >= hi:
+                continue
+            for j, r in enumerate(res):
+                if check is not None:
+                    check(i, j, r)
+                if r is None or not live[i]:
+                    pieces[i][j].append((hi - lo, None))
+                    continue
+                if batched and (lo, hi) != (start, stop):
+                    r = r[lo - start : hi - start]
+                pieces[i][j].append((hi - lo, r))
+                nonzero[i][j] = True
+
+    blocks: list[list[Tensor | None]] = []
+    for i in range(len(roots)):
+        row = []
+        for j, w in enumerate(wrt):
+            if not nonzero[i][j]:
+                row.append(None)
+                continue
+            parts = [
+                p if p is not None else np.zeros((n, *w.shape) if batched else w.shape, w.dtype)
+                for n, p in pieces[i][j]
+            ]
+            row.append(parts[0] if len(parts) == 1 else _Join.apply(not batched, *parts))
+        blocks.append(row)
+    return blocks
+
+
+def _passes(
+    roots: Sequence[Tensor | None],
+    root_shapes: Sequence[tuple[int, ...]],
+    offsets: list[int],
+    live: list[bool],
+    wrt: Sequence[Tensor],
+    step: int,
+    batched: bool,
+    create_graph: bool,
+) -> Iterator[tuple[int, int, tuple[Tensor | None, ...]]]:
+    """One backward pass per ``step`` rows of the basis: yields ``(start, stop, grads)``."""
+    total = offsets[-1]
+    for start in range(0, total, step):
+        stop = min(start + step, total)
+        used, cots = [], []
+        for i, root in enumerate(roots):
+            lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
+            if lo >= hi or not live[i]:
+                continue
+            used.append(root)
+            if batched:
+                cots.append(_basis_rows(root_shapes[i], root.dtype, offsets[i], start, stop))
+            else:
+                cots.append(_one_hot(root_shapes[i], root.dtype, start - offsets[i]))
+        if not used:
+            yield start, stop, (None,) * len(wrt)
+            continue
+        yield (
+            start,
+            stop,
+            grad(
+                tuple(used),
+                tuple(wrt),
+                tuple(cots),
+                retain_graph=create_graph or stop < total,
+                create_graph=create_graph,
+                allow_unused=True,
+                is_grads_batched=batched,
+            ),
+        )
+
+
+# --------------------------------------------------------------------------- vjp / jvp
+def vjp(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    v: TensorLikes | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """The vector-Jacobian product ``v^T J`` of ``func`` at ``inputs``.
+
+    Parameters
+    ----------
+    func : callable
+        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
+        Tensors.
+    inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.
+    v : Tensor, array_like or tuple of them, optional
+        One cotangent per output, shaped like it. May be None only when ``func``
+        returns a single Tensor with a single element (``v`` is then 1).
+    create_graph : bool
+        Keep the results differentiable with respect to ``inputs`` and ``v``.
+    strict : bool
+        Raise RuntimeError when an output does not depend on an input, instead of
+        returning zeros for it.
+
+    Returns
+    -------
+    func_output : Tensor or tuple of Tensor
+        ``func(*inputs)``, with the tuple-ness of what ``func`` returned.
+    vjp : Tensor or tuple of Tensor
+        Structured like ``inputs``: entry ``j`` is ``sum_i v_i . d out_i / d in_j``,
+        shaped like input ``j``.
+
+    Raises
+    ------
+    TypeError
+        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
+    RuntimeError
+        ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar output,
+        and the strict-mode violations.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> from funcdiff.functional import vjp
+    >>> out, g = vjp(lambda x: x ** 2, fd.tensor([1.0, 2.0]), fd.tensor([1.0, 10.0]))
+    >>> out, g
+    (tensor([1., 4.]), tensor([ 2., 40.]))
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(
+            inputs, "inputs", "vjp", convert=True, differentiable=True
+        )
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "vjp")
+        _check_requires_grad(outputs, "outputs", strict)
+        if v is not None:
+            _, v = _as_tuple(v, "v", "vjp", convert=True)
+            v = _grad_preprocess(v, create_graph, need_graph=False)
+            _validate_v(v, outputs, is_outputs_tuple)
+        elif len(outputs) != 1 or outputs[0].size != 1:
+            raise RuntimeError(
+                "The vector v can only be None if the user-provided function returns a single "
+                "Tensor with a single element."
+            )
+        grad_res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
+        result, is_inputs_tuple
+    )
+
+
+def jvp(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    v: TensorLikes | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Any, Any]:
+    """The Jacobian-vector product ``J v`` of ``func`` at ``inputs``.
+
+    Computed with the double-backward trick: ``J^T u`` is built once as a function of
+    a dummy cotangent ``u``, and its gradient with respect to ``u`` along ``v`` is
+    ``J v``. This costs two backward passes.
+
+    Parameters
+    ----------
+    func : callable
+        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
+        Tensors.
+    inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.
+    v : Tensor, array_like or tuple of them, optional
+        One tangent per input, shaped like it. May be None only for a single input
+        with a single element (``v`` is then 1).
+    create_graph : bool
+        Keep the results differentiable with respect to ``inputs`` and ``v``.
+    strict : bool
+        Raise RuntimeError when an output does not depend on an input, instead of
+        returning zeros for it.
+
+    Returns
+    -------
+    func_output : Tensor or tuple of Tensor
+        ``func(*inputs)``, with the tuple-ness of what ``func`` returned.
+    jvp : Tensor or tuple of Tensor
+        Structured like the outputs: entry ``i`` is ``sum_j d out_i / d in_j . v_j``,
+        shaped like output ``i``.
+
+    Raises
+    ------
+    TypeError
+        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
+    RuntimeError
+        ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar input,
+        and the strict-mode violations.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> from funcdiff.functional import jvp
+    >>> out, t = jvp(lambda x, y: x * y, (fd.tensor([1.0, 2.0]), fd.tensor([3.0, 4.0])),
+    ...              (fd.tensor([1.0, 0.0]), fd.tensor([0.0, 1.0])))
+    >>> t
+    tensor([3., 2.])
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(
+            inputs, "inputs", "jvp", convert=True, differentiable=True
+        )
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        if v is not None:
+            _, v = _as_tuple(v, "v", "jvp", convert=True)
+            v = _grad_preprocess(v, create_graph, need_graph=False)
+            _validate_v(v, inputs, is_inputs_tuple)
+        elif len(inputs) != 1 or inputs[0].size != 1:
+            raise RuntimeError(
+                "The vector v can only be None if the input to the user-provided function is a "
+                "single Tensor with a single element."
+            )
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jvp")
+        _check_requires_grad(outputs, "outputs", strict)
+        # The value of the dummy cotangents is irrelevant (J^T u is linear in u); zeros
+        # keep inf and nan out of the intermediate results.
+        dummies = [np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs]
+        grad_inputs = _autograd_grad(outputs, inputs, dummies, create_graph=True)
+        _check_requires_grad(grad_inputs, "grad_inputs", strict)
+        live = [i for i, u in enumerate(dummies) if u is not None]
+        products: list[Tensor | None] = [None] * len(outputs)
+        if live:
+            res = _autograd_grad(
+                grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
+            )
+            for i, r in zip(live, res, strict=True):
+                products[i] = r
+        result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
+        result, is_outputs_tuple
+    )
+
+
+# --------------------------------------------------------------------------- jacobian
+def _check_strategy(strategy: Any, hint: bool) -> None:
+    if isinstance(strategy, str) and strategy in _STRATEGIES:
+        return
+    msg = 'Expected strategy to be either "forward-mode" or "reverse-mode".'
+    if hint:
+        msg += (
+            ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
+            'more performant. Otherwise, prefer to use "reverse-mode".'
+        )
+    raise ValueError(f"{msg} Got {strategy!r}.")
+
+
+def _check_chunk_size(chunk_size: Any) -> None:
+    if chunk_size is None:
+        return
+    if (
+        isinstance(chunk_size, (bool, np.bool_))
+        or not isinstance(chunk_size, (int, np.integer))
+        or chunk_size <= 0
+    ):
+        raise ValueError(f"chunk_size must be None or a positive integer, got {chunk_size!r}.")
+
+
+def _zeros(ref: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Zeros of ``shape`` with the dtype of ``ref``, as a constant Tensor."""
+    return np.zeros_like(ref, shape=shape)
+
+
+def _jacobian_reverse(
+    outputs: tuple[Tensor, ...],
+    inputs: tuple[Tensor, ...],
+    create_graph: bool,
+    strict: bool,
+    vectorize: bool,
+    chunk_size: int | None,
+) -> tuple[tuple[Tensor, ...], ...]:
+    check = None
+    if strict and not vectorize:
+
+        def check(i: int, j: int, row: Tensor | None) -> None:
+            if row is None:
+                raise RuntimeError(
+                    f"Output {i} of the user-provided function is independent of input {j}. "
+                    "This is not allowed in strict mode."
+                )
+            if create_graph and not row.requires_grad:
+                raise RuntimeError(
+                    f"The jacobian of the user-provided function is independent of input {j}. "
+                    "This is not allowed in strict mode when create_graph=True."
+                )
+
+    blocks = _pullback_rows(
+        outputs,
+        [o.shape for o in outputs],
+        inputs,
+        batched=vectorize,
+        chunk_size=chunk_size,
+        create_graph=create_graph,
+        check=check,
+    )
+    jac = []
+    for out, row in zip(outputs, blocks, strict=True):
+        entries = []
+        for inp, block in zip(inputs, row, strict=True):
+            shape = out.shape + inp.shape
+            entries.append(_zeros(inp, shape) if block is None else _reshape(block, shape))
+        jac.append(tuple(entries))
+    return tuple(jac)
+
+
+def _jacobian_forward(
+    outputs: tuple[Tensor, ...],
+    inputs: tuple[Tensor, ...],
+    vectorize: bool,
+    chunk_size: int | None,
+) -> tuple[tuple[Tensor, ...], ...]:
+    """Columns of the Jacobian as Jacobian-vector products (double-backward trick).
+
+    ``J^T u`` is recorded once for dummy cotangents ``u``; pulling the standard basis
+    of the inputs back from it to ``u`` (in batches when ``vectorize``) gives ``J e_k``.
+    """
+    live = [i for i, o in enumerate(outputs) if o.requires_grad]
+    dummies = [np.zeros_like(outputs[i]).requires_grad_() for i in live]
+    grad_inputs = _autograd_grad(
+        [outputs[i] for i in live], inputs, dummies, create_graph=True, retain_graph=True
+    )
+    columns = _pullback_rows(
+        grad_inputs,
+        [inp.shape for inp in inputs],
+        dummies,
+        batched=vectorize,
+        chunk_size=chunk_size,
+        create_graph=False,
+    )
+    jac = []
+    for i, out in enumerate(outputs):
+        ref = out if out.dtype.kind == "f" else inputs[0]
+        entries = []
+        for j, inp in enumerate(inputs):
+            shape = out.shape + inp.shape
+            block = columns[j][live.index(i)] if i in live else None
+            if block is None:
+                entries.append(_zeros(ref, shape))
+                continue
+            m = inp.size
+            if m > 1:
+                # rows are input elements: move them behind the output axes
+                block = np.moveaxis(_reshape(block, (m, *out.shape)), 0, -1)
+            entries.append(_reshape(block, shape))
+        jac.append(tuple(entries))
+    return tuple(jac)
+
+
+def jacobian(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    strategy: str = "reverse-mode",
+    chunk_size: int | None = None,
+) -> Any:
+    """The Jacobian of ``func`` at ``inputs``.
+
+    Parameters
+    ----------
+    func : callable
+        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
+        Tensors.
+    inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.
+    create_graph : bool
+        Keep the Jacobian differentiable with respect to ``inputs``.
+    strict : bool
+        Raise RuntimeError when an output does not depend on an input, instead of
+        returning a zero block. Not available with ``vectorize`` or forward mode.
+    vectorize : bool
+        Compute all rows (columns in forward mode) in one batched backward pass
+        (``is_grads_batched``) instead of one pass per row.
+    strategy : {"reverse-mode", "forward-mode"}
+        Reverse mode pulls back one row per output element; forward mode pushes one
+        column per input element (as Jacobian-vector products by the double-backward
+        trick), cheaper when there are more outputs than inputs. Forward mode does not
+        support ``create_graph`` or ``strict``.
+    chunk_size : int, optional
+        With ``vectorize``, pull back at most this many basis rows per backward pass
+        (bounding memory); the result is the same. The unvectorized path already does
+        one row per pass and ignores it.
+
+    Returns
+    -------
+    Tensor, tuple of Tensor or tuple of tuples of Tensor
+        Blocks ``J[i][j] = d out_i / d in_j`` of shape ``out_i.shape + in_j.shape``.
+        One input and one output give a single Tensor; a tuple of inputs gives a tuple
+        over inputs; a tuple of outputs gives a tuple over outputs; both give
+        ``J[i][j]``. A 1-tuple counts as a tuple. Reverse-mode blocks have the input's
+        dtype, forward-mode blocks the output's.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``strategy``, or a ``chunk_size`` that is not a positive integer.
+    NotImplementedError
+        ``strategy="forward-mode"`` with ``create_graph=True``.
+    TypeError
+        Inputs or outputs that are not Tensors (or tuples of them).
+    RuntimeError
+        ``strict`` with forward mode or with ``vectorize``, and strict-mode violations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff.functional import jacobian
+    >>> x, y = fd.tensor([1.0, 2.0]), fd.tensor(3.0)
+    >>> jx, jy = jacobian(lambda x, y: x ** 2 * y, (x, y), vectorize=True)
+    >>> jx
+    tensor([[ 6.,  0.],
+            [ 0., 12.]])
+    >>> jy
+    tensor([1., 4.])
+    """
+    _check_strategy(strategy, hint=True)
+    _check_chunk_size(chunk_size)
+    with enable_grad():
+        if strategy == "forward-mode":
+            if create_graph:
+                raise NotImplementedError(
+                    "funcdiff.functional.jacobian: `create_graph=True` and "
+                    '`strategy="forward-mode"` are not supported together (yet). Please '
+                    'either set `create_graph=False` or `strategy="reverse-mode"`.'
+                )
+            if strict:
+                raise RuntimeError(
+                    'funcdiff.functional.jacobian: `strict=True` and `strategy="forward-mode"` '
+                    "are not supported together (yet). Please either set `strict=False` or "
+                    '`strategy="reverse-mode"`.'
+                )
+            is_inputs_tuple, inputs = _as_tuple(
+                inputs, "inputs", "jacobian", convert=True, differentiable=True
+            )
+            inputs = _grad_preprocess(inputs, False, need_graph=True)
+            outputs = func(*inputs)
+            is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
+            jac = _jacobian_forward(outputs, inputs, vectorize, chunk_size)
+            jac = _grad_postprocess(jac, False)
+            return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+        is_inputs_tuple, inputs = _as_tuple(
+            inputs, "inputs", "jacobian", convert=True, differentiable=True
+        )
+        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
+        _check_requires_grad(outputs, "outputs", strict)
+        if vectorize and strict:
+            raise RuntimeError(
+                "funcdiff.functional.jacobian: `strict=True` and `vectorize=True` are not "
+                "supported together. Please either set `strict=False` or `vectorize=False`."
+            )
+        jac = _jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
+    jac = _grad_postprocess(jac, create_graph)
+    return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+# --------------------------------------------------------------------------- second order
+def hessian(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    create_graph: bool = False,
+    strict: bool = False,
+    vectorize: bool = False,
+    outer_jacobian_strategy: str = "reverse-mode",
+    chunk_size: int | None = None,
+) -> Any:
+    """The Hessian of a scalar function ``func`` at ``inputs``.
+
+    Computed as the Jacobian (with ``outer_jacobian_strategy``) of the gradient.
+
+    Parameters
+    ----------
+    func : callable
+        Takes as many Tensors as there are inputs and returns a single Tensor with a
+        single element (any shape, e.g. ``()`` or ``(1, 1)``).
+    inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.
+    create_graph : bool
+        Keep the Hessian differentiable with respect to ``inputs`` (third and higher
+        derivatives).
+    strict : bool
+        Raise RuntimeError when the function or its gradient does not depend on an
+        input (a linear function, for example), instead of returning zeros.
+    vectorize : bool
+        Compute the outer Jacobian in one batched backward pass.
+    outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
+        Strategy of the outer Jacobian (see :func:`jacobian`).
+    chunk_size : int, optional
+        Passed to the outer :func:`jacobian` (a funcdiff extension).
+
+    Returns
+    -------
+    Tensor or tuple of tuples of Tensor
+        Blocks ``H[i][j] = d^2 f / d in_i d in_j`` of shape ``in_i.shape + in_j.shape``.
+        One input gives a single Tensor (a 0-d input a 0-d Hessian); a tuple of inputs,
+        even a 1-tuple, gives ``H[i][j]``.
+
+    Raises
+    ------
+    TypeError
+        Inputs or outputs that are not Tensors (or tuples of them).
+    ValueError
+        An unknown ``outer_jacobian_strategy`` or a bad ``chunk_size``.
+    RuntimeError
+        ``func`` not returning a single one-element Tensor, and strict-mode violations.
+    NotImplementedError
+        Forward-mode outer Jacobian with ``create_graph=True``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff.functional import hessian
+    >>> hessian(lambda x: np.sum(x ** 3), fd.tensor([1.0, 2.0]))
+    tensor([[ 6.,  0.],
+            [ 0., 12.]])
+    """
+    is_inputs_tuple, inputs = _as_tuple(
+        inputs, "inputs", "hessian", convert=True, differentiable=True
+    )
+    _check_strategy(outer_jacobian_strategy, hint=False)
+
+    def ensure_single_output_function(*inp: Tensor) -> Tensor:
+        out = func(*inp)
+        is_out_tuple, t_out = _as_tuple(out, _OUTPUTS, "hessian")
+        _check_requires_grad(t_out, "outputs", strict)
+        if is_out_tuple:
+            raise RuntimeError("The function given to hessian should return a single Tensor")
+        if out.size != 1:
+            raise RuntimeError(
+                "The Tensor returned by the function given to hessian should contain a single "
+                "element"
+            )
+        return out.squeeze()
+
+    def jac_func(*inp: Tensor) -> tuple:
+        jac = jacobian(ensure_single_output_function, inp, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict)
+        return jac
+
+    res = jacobian(
+        jac_func,
+        inputs,
+        create_graph=create_graph,
+        strict=strict,
+        vectorize=vectorize,
+        strategy=outer_jacobian_strategy,
+        chunk_size=chunk_size,
+    )
+    return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
+
+
+def _second_order_prologue(
+    func: Callable[..., Any],
+    inputs: Any,
+    v: Any,
+    create_graph: bool,
+    strict: bool,
+    fn_name: str,
+) -> tuple[bool, tuple[Tensor, ...], tuple[Tensor, ...] | None, Tensor, tuple]:
+    """The checks shared by vhp and hvp, in torch's order; returns the first gradient."""
+    is_inputs_tuple, inputs = _as_tuple(
+        inputs, "inputs", fn_name, convert=True, differentiable=True
+    )
+    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+    if v is not None:
+        _, v = _as_tuple(v, "v", fn_name, convert=True)
+        v = _grad_preprocess(v, create_graph, need_graph=False)
+        _validate_v(v, inputs, is_inputs_tuple)
+    elif len(inputs) != 1 or inputs[0].size != 1:
+        raise RuntimeError(
+            "The vector v can only be None if the input to the user-provided function is a "
+            "single Tensor with a single element."
+        )
+    outputs = func(*inputs)
+    is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, fn_name)
+    _check_requires_grad(outputs, "outputs", strict)
+    if is_outputs_tuple:
+        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+    if outputs[0].size != 1:
+        raise RuntimeError(
+            f"The Tensor returned by the function given to {fn_name} should contain a single "
+            "element"
+        )
+    jac = _autograd_grad(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict)
+    return is_inputs_tuple, inputs, v, outputs[0], jac
+
+
+def vhp(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    v: TensorLikes | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Tensor, Any]:
+    """The vector-Hessian product ``v^T H`` of a scalar function (reverse over reverse).
+
+    Parameters
+    ----------
+    func : callable
+        Takes as many Tensors as there are inputs and returns a single Tensor with a
+        single element.
+    inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.
+    v : Tensor, array_like or tuple of them, optional
+        Shaped like ``inputs``; may be None only for a single one-element input.
+    create_graph : bool
+        Keep the results differentiable with respect to ``inputs`` and ``v``.
+    strict : bool
+        Raise RuntimeError when the function or its gradient does not depend on an
+        input, instead of returning zeros.
+
+    Returns
+    -------
+    func_output : Tensor
+        ``func(*inputs)``, with its original shape.
+    vhp : Tensor or tuple of Tensor
+        Structured like ``inputs``: entry ``j`` is ``sum_i v_i^T H[i][j]``.
+
+    Raises
+    ------
+    TypeError
+        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
+    RuntimeError
+        ``func`` not returning a single one-element Tensor, a bad ``v``, and
+        strict-mode violations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff.functional import vhp
+    >>> f = lambda x: np.sum(x ** 3)
+    >>> vhp(f, fd.tensor([1.0, 2.0]), fd.tensor([1.0, 1.0]))
+    (tensor(9.), tensor([ 6., 12.]))
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
+            func, inputs, v, create_graph, strict, "vhp"
+        )
+        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
+    (output,) = _grad_postprocess((output,), create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return output, _tuple_postprocess(result, is_inputs_tuple)
+
+
+def hvp(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    v: TensorLikes | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Tensor, Any]:
+    """The Hessian-vector product ``H v`` of a scalar function.
+
+    Uses the double-backward trick on top of the gradient, so it costs one backward
+    pass more than :func:`vhp`; both agree for twice continuously differentiable
+    functions (symmetric Hessian), where :func:`vhp` is the cheaper choice.
+
+    Parameters
+    ----------
+    func : callable
+        Takes as many Tensors as there are inputs and returns a single Tensor with a
+        single element.
+    inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.
+    v : Tensor, array_like or tuple of them, optional
+        Shaped like ``inputs``; may be None only for a single one-element input.
+    create_graph : bool
+        Keep the results differentiable with respect to ``inputs`` and ``v``.
+    strict : bool
+        Raise RuntimeError when the function or its gradient does not depend on an
+        input, instead of returning zeros.
+
+    Returns
+    -------
+    func_output : Tensor
+        ``func(*inputs)``, with its original shape.
+    hvp : Tensor or tuple of Tensor
+        Structured like ``inputs``: entry ``i`` is ``sum_j H[i][j] v_j``.
+
+    Raises
+    ------
+    TypeError
+        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
+    RuntimeError
+        ``func`` not returning a single one-element Tensor, a bad ``v``, and
+        strict-mode violations.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff.functional import hvp
+    >>> f = lambda x, y: np.sum(x ** 2 * y)
+    >>> out, (hx, hy) = hvp(f, (fd.tensor([1.0]), fd.tensor([2.0])),
+    ...                     (fd.tensor([1.0]), fd.tensor([0.0])))
+    >>> hx, hy
+    (tensor([4.]), tensor([2.]))
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
+            func, inputs, v, create_graph, strict, "hvp"
+        )
+        grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
+        double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
+        _check_requires_grad(double_back, "hessian", strict)
+        grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
+    (output,) = _grad_postprocess((output,), create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return output, _tuple_postprocess(result, is_inputs_tuple)
