@@ -7,6 +7,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     linalg,
     reductions,
     shape,
+    special,
 )
 from funcdiff.rules._registry import (
     FUNCTION_RULES,

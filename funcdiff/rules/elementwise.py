@@ -5,8 +5,13 @@ argument's shape: the engine sums them back (unbroadcast) and casts dtypes.
 
 Conventions at kinks (the docs page is generated from the ``convention`` fields):
 ``abs'(0) = 0``; ties of ``maximum``/``minimum``/``fmax``/``fmin`` split the gradient
-evenly; ``hypot`` at the origin has gradient 0; ``power``'s gradient with respect to
-the exponent is 0 where the base is 0 or negative (where it is undefined).
+evenly; ``hypot`` and ``arctan2`` at the origin have gradient 0; ``d/dx x**0 = 0``
+(also at ``x = 0``); ``power``'s gradient with respect to the exponent is 0 where the
+base is 0 or negative (where it is undefined); ``sinc'(0) = 0``, exact at every order.
+
+Every vjp is written with NumPy calls that have rules themselves, so each rule is
+differentiable again; values a discarded ``where`` branch would turn into NaN or inf
+are replaced by safe ones *before* the arithmetic, so nothing leaks at any order.
 """
 
 from __future__ import annotations
@@ -43,12 +48,19 @@ def binary_cases(
     )
 
 
-def unary(ufunc: np.ufunc, vjp, low: float = -2.0, high: float = 2.0, convention: str = "") -> Rule:
+def unary(
+    ufunc: np.ufunc,
+    vjp,
+    low: float = -2.0,
+    high: float = 2.0,
+    convention: str = "",
+    cases: tuple[Case, ...] = (),
+) -> Rule:
     rule = Rule(
         ufunc.__name__,
         ufunc,
         vjps={0: vjp},
-        cases=unary_cases(low, high),
+        cases=unary_cases(low, high) + tuple(cases),
         convention=convention,
         family="elementwise",
     )
@@ -73,9 +85,10 @@ def binary(
     return register(rule)
 
 
-def constant(ufunc: np.ufunc) -> Rule:
-    """A piecewise-constant ufunc: its result never requires grad."""
-    return register(Rule(ufunc.__name__, ufunc, differentiable=False, family="elementwise"))
+def constant(fn, name: str | None = None) -> Rule:
+    """A piecewise-constant ufunc or function: its result never requires grad."""
+    rule = Rule(name or fn.__name__, fn, differentiable=False, family="elementwise")
+    return register(rule, fn)
 
 
 def _safe(x, ok):
@@ -83,9 +96,24 @@ def _safe(x, ok):
     return np.where(ok, x, 1.0)
 
 
+def _is_number(v) -> bool:
+    """A Python or NumPy scalar (not an array, not a Tensor): lets rules branch in Python."""
+    return isinstance(v, (int, float, np.integer, np.floating))
+
+
+def _zeros(g, ans, x, y):
+    """Zero cotangent of a binary ufunc (named parameters: it reads neither argument)."""
+    return np.zeros_like(g)
+
+
 def _tie_weights(x, y):
     """1 where x wins, 1/2 at ties, 0 where y wins: a constant (comparisons never record)."""
     return np.where(x == y, 0.5, np.where(x > y, 1.0, 0.0))
+
+
+def _max_weights(x, y):
+    """Like ``_tie_weights``; a NaN argument (which ``maximum`` propagates) gets the gradient."""
+    return np.where(np.isnan(x), 1.0, np.where(np.isnan(y), 0.0, _tie_weights(x, y)))
 
 
 def _fmax_weights(x, y):
@@ -97,7 +125,7 @@ def _fmax_weights(x, y):
 binary(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 binary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
 binary(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
-binary(
+binary(  # np.divide is np.true_divide
     np.true_divide,
     lambda g, ans, x, y: g / y,
     lambda g, ans, x, y: -g * x / (y * y),
@@ -107,63 +135,129 @@ register(
     Rule(
         "floor_divide",
         np.floor_divide,
-        vjps={0: lambda g, ans, x, y: np.zeros_like(g), 1: lambda g, ans, x, y: np.zeros_like(g)},
+        vjps={0: _zeros, 1: _zeros},
         cases=binary_cases(0.1, 0.9, 1.5, 2.5),
         convention="piecewise constant: zero gradient everywhere",
         family="elementwise",
     )
 )
-binary(
+# Quotients away from integers (the jumps), with non-zero floor/trunc quotients and
+# negative operands, so the divisor's gradient -floor(x/y) is exercised.
+_mod_cases = (
+    Case((Arg((2, 3), -2.9, -2.1), Arg((2, 3), 3.0, 3.5))),
+    Case((Arg((3, 1), 3.6, 3.9), Arg((1, 4), 1.5, 1.75))),
+    Case((Arg((), 0.1, 0.9), Arg((2, 3), 1.5, 2.5))),
+    Case((Arg((2, 3), 0.2, 0.8), Arg((2, 3), -2.5, -1.5))),
+    Case((Arg((2, 3), 3.6, 3.9), 1.5)),
+    Case((Arg((2, 3), -3.9, -3.6), Arg((3,), 1.5, 1.75, diff=False))),
+)
+_mod_convention = "gradient of the continuous branch; jumps where x/y is an integer"
+binary(  # np.mod is np.remainder
     np.remainder,
     lambda g, ans, x, y: g,
     lambda g, ans, x, y: -g * np.floor_divide(x, y),
-    cases=binary_cases(0.1, 0.9, 1.5, 2.5),
-    convention="gradient of the continuous branch; jumps where x/y is an integer",
+    cases=_mod_cases,
+    convention=_mod_convention,
 )
 binary(
     np.fmod,
     lambda g, ans, x, y: g,
     lambda g, ans, x, y: -g * np.trunc(np.true_divide(x, y)),
-    cases=binary_cases(0.1, 0.9, 1.5, 2.5),
-    convention="gradient of the continuous branch; jumps where x/y is an integer",
+    cases=_mod_cases,
+    convention=_mod_convention,
+)
+register(
+    Rule(
+        "divmod",
+        np.divmod,
+        vjps={
+            0: lambda g, ans, x, y: g[1],
+            1: lambda g, ans, x, y: -g[1] * ans[0],
+        },
+        cases=_mod_cases,
+        convention="the quotient is piecewise constant; the remainder as numpy.remainder",
+        family="elementwise",
+    )
 )
 
 
 def _power_vjp_base(g, ans, x, y):
-    return g * y * np.power(x, y - 1)
+    # d/dx x**y = y x**(y-1), and 0 for y = 0 (x**0 = 1 for every x, 0**0 included).
+    if _is_number(y):
+        if y == 0:
+            return np.zeros_like(g)
+        if y == 1:
+            return g
+        return g * y * np.power(x, y - 1)
+    # At x = 0, y = 0 the base 1 replaces 0 so that 0 * 0**-1 never becomes NaN.
+    xs = np.where(np.logical_and(y == 0, x == 0), 1.0, x)
+    return g * y * np.power(xs, y - 1)
 
 
 def _power_vjp_exponent(g, ans, x, y):
+    if _is_number(x) and x > 0:
+        return g * ans * np.log(x)
+    # Where x <= 0 both factors are replaced (ans may be NaN or inf there), which makes
+    # the product exactly 0 without an outer where, and finite at every order.
     positive = x > 0
-    return np.where(positive, g * ans * np.log(_safe(x, positive)), 0.0)
+    return g * np.where(positive, ans, 0.0) * np.log(_safe(x, positive))
 
 
 _power_convention = (
-    "d/dy x**y = x**y log(x) where x > 0, and 0 where x <= 0 (undefined there)"
+    "d/dx x**y = y x**(y-1), with d/dx x**0 = 0 everywhere (also at x = 0, where "
+    "0**0 = 1), so x**2 has gradient 0 and second derivative 2 at x = 0 and negative "
+    "bases with integer exponents are exact; d/dy x**y = x**y log(x) where x > 0, and 0 "
+    "where x <= 0 (0**y is constant for y > 0; for x < 0 x**y is real only at integer y, "
+    "where the derivative is undefined)"
+)
+# Negative bases with integer-valued constant exponents, and bases that include an exact
+# 0 (``kind="distinct"`` with an odd count puts one at the midpoint).
+_power_cases = binary_cases(0.5, 2.0, -1.5, 2.5) + (
+    Case((Arg((2, 3), -2.0, -0.5), 3.0)),
+    Case((Arg((2, 3), -2.0, 2.0), 2)),
+    Case((Arg((2, 3), -2.0, -0.5), Arg((2, 3), -3, 4, kind="int"))),
+    Case((Arg((2, 3), -2.0, -0.5), np.array([[-2.0, -1.0, 0.0], [1.0, 2.0, 3.0]]))),
+    Case((Arg((5,), -1.0, 1.0, kind="distinct"), Arg((5,), 0, 4, kind="int"))),
+    Case((Arg((5,), -1.0, 1.0, kind="distinct"), 2)),
+    Case((Arg((5,), -1.0, 1.0, kind="distinct"), 1.0)),
+    Case((Arg((5,), -1.0, 1.0, kind="distinct"), 0.0)),
+    Case((np.array([0.0, 0.5, 2.0]), Arg((2, 3), 0.5, 2.0))),
 )
 binary(
     np.power,
     _power_vjp_base,
     _power_vjp_exponent,
-    cases=binary_cases(0.5, 2.0, -1.5, 2.5),
+    cases=_power_cases,
     convention=_power_convention,
 )
 binary(
     np.float_power,
     _power_vjp_base,
     _power_vjp_exponent,
-    cases=binary_cases(0.5, 2.0, -1.5, 2.5),
+    cases=_power_cases,
     convention=_power_convention,
 )
 unary(np.negative, lambda g, ans, x: -g)
 unary(np.positive, lambda g, ans, x: g)
+unary(np.conjugate, lambda g, ans, x: g, convention="identity on real Tensors")
 _abs_convention = "abs'(0) = 0"
 unary(np.absolute, lambda g, ans, x: g * np.sign(x), convention=_abs_convention)
 unary(np.fabs, lambda g, ans, x: g * np.sign(x), convention=_abs_convention)
 unary(np.square, lambda g, ans, x: 2.0 * g * x)
 unary(np.reciprocal, lambda g, ans, x: -g * ans * ans, low=0.5, high=2.0)
-unary(np.sqrt, lambda g, ans, x: g / (2.0 * ans), low=0.2, high=3.0)
-unary(np.cbrt, lambda g, ans, x: g / (3.0 * ans * ans), low=0.2, high=3.0)
+unary(
+    np.sqrt,
+    lambda g, ans, x: g / (2.0 * ans),
+    low=0.2,
+    high=3.0,
+    convention="infinite at 0, as the one-sided derivative",
+)
+unary(
+    np.cbrt,
+    lambda g, ans, x: g / (3.0 * ans * ans),
+    convention="infinite at 0",
+    cases=(Case((Arg((2, 3), -3.0, -0.2),)),),
+)
 
 # ---------------------------------------------------------------- exponentials and logs
 unary(np.exp, lambda g, ans, x: g * ans)
@@ -173,16 +267,31 @@ unary(np.log, lambda g, ans, x: g / x, low=0.2, high=3.0)
 unary(np.log2, lambda g, ans, x: g / (x * LN2), low=0.2, high=3.0)
 unary(np.log10, lambda g, ans, x: g / (x * LN10), low=0.2, high=3.0)
 unary(np.log1p, lambda g, ans, x: g / (1.0 + x), low=-0.7, high=3.0)
-binary(
-    np.logaddexp,
-    lambda g, ans, x, y: g * np.exp(x - ans),
-    lambda g, ans, x, y: g * np.exp(y - ans),
+
+
+def _logaddexp_vjp(exp):
+    def vjp_x(g, ans, x, y):
+        finite = np.isfinite(ans)
+        if np.all(finite):
+            return g * exp(x - ans)
+        # Where the result is infinite (both arguments -inf, or one +inf) x - ans is
+        # NaN; the weights there are the limits: the larger argument takes it all, ties
+        # split evenly.
+        w = exp(np.where(finite, x, 0.0) - np.where(finite, ans, 0.0))
+        return g * np.where(finite, w, _tie_weights(x, y))
+
+    def vjp_y(g, ans, x, y):
+        return vjp_x(g, ans, y, x)
+
+    return vjp_x, vjp_y
+
+
+_logaddexp_convention = (
+    "where the result is infinite (both arguments -inf, or one +inf) the gradient goes to "
+    "the larger argument, split evenly at ties, instead of NaN"
 )
-binary(
-    np.logaddexp2,
-    lambda g, ans, x, y: g * np.exp2(x - ans),
-    lambda g, ans, x, y: g * np.exp2(y - ans),
-)
+binary(np.logaddexp, *_logaddexp_vjp(np.exp), convention=_logaddexp_convention)
+binary(np.logaddexp2, *_logaddexp_vjp(np.exp2), convention=_logaddexp_convention)
 
 # ---------------------------------------------------------------- trigonometric
 unary(np.sin, lambda g, ans, x: g * np.cos(x))
@@ -191,11 +300,24 @@ unary(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), low=-1.2, high=1.2)
 unary(np.arcsin, lambda g, ans, x: g / np.sqrt(1.0 - x * x), low=-0.9, high=0.9)
 unary(np.arccos, lambda g, ans, x: -g / np.sqrt(1.0 - x * x), low=-0.9, high=0.9)
 unary(np.arctan, lambda g, ans, x: g / (1.0 + x * x))
+
+
+def _arctan2_radius2(y, x):
+    """x**2 + y**2, with 1 at the origin (where both numerators are 0 anyway)."""
+    r2 = x * x + y * y
+    return np.where(r2 > 0, r2, 1.0)
+
+
 binary(
     np.arctan2,
-    lambda g, ans, y, x: g * x / (x * x + y * y),
-    lambda g, ans, y, x: -g * y / (x * x + y * y),
-    cases=binary_cases(0.3, 2.0, 0.3, 2.0),
+    lambda g, ans, y, x: g * x / _arctan2_radius2(y, x),
+    lambda g, ans, y, x: -g * y / _arctan2_radius2(y, x),
+    cases=binary_cases(0.3, 2.0, 0.3, 2.0)
+    + (
+        Case((Arg((2, 3), 0.3, 2.0), Arg((2, 3), -2.0, -0.3))),
+        Case((Arg((2, 3), -2.0, -0.3), Arg((2, 3), -2.0, 2.0))),
+    ),
+    convention="gradient 0 at the origin (where arctan2 is discontinuous)",
 )
 _hypot_convention = "gradient 0 at the origin"
 
@@ -217,6 +339,52 @@ unary(np.rad2deg, lambda g, ans, x: g * (180.0 / np.pi))
 unary(np.radians, lambda g, ans, x: g * (np.pi / 180.0))
 unary(np.degrees, lambda g, ans, x: g * (180.0 / np.pi))
 
+# sinc'(x) = (cos(pi x) - sinc(x)) / x loses digits near 0 and is 0/0 at 0; there a
+# Taylor polynomial (error below 1e-16 for |x| < 0.1) takes over. A polynomial is exact
+# at every order at 0 (sinc''(0) = -pi**2/3), which a "0 at 0" where would not be.
+_SINC_SMALL = 0.1
+_SINC_SERIES = tuple(
+    (-1) ** k * np.pi ** (2 * k) * 2 * k / float(np.prod(np.arange(1, 2 * k + 2)))
+    for k in range(1, 9)
+)  # sinc'(x) = sum_k c_k x**(2k-1)
+
+
+def _sinc_series(x):
+    x2 = x * x
+    acc = _SINC_SERIES[-1]
+    for c in reversed(_SINC_SERIES[:-1]):
+        acc = acc * x2 + c
+    return acc * x
+
+
+def _sinc_vjp(g, ans, x):
+    small = np.abs(x) < _SINC_SMALL
+    if not np.any(small):
+        return g * ((np.cos(np.pi * x) - ans) / x)
+    if np.all(small):
+        return g * _sinc_series(x)
+    xb = np.where(small, 1.0, x)
+    big = (np.cos(np.pi * xb) - np.sinc(xb)) / xb
+    return g * np.where(small, _sinc_series(np.where(small, x, 0.0)), big)
+
+
+register(
+    Rule(
+        "sinc",
+        np.sinc,
+        vjps={0: _sinc_vjp},
+        cases=unary_cases(-2.0, 2.0)
+        + (
+            Case((Arg((6,), -0.09, 0.09),)),
+            Case((Arg((5,), -1.0, 1.0, kind="distinct"),)),
+            Case((Arg((4,), 0.05, 0.15),)),
+        ),
+        convention="sinc'(0) = 0, and every higher derivative at 0 exact",
+        family="elementwise",
+    ),
+    np.sinc,
+)
+
 # ---------------------------------------------------------------- hyperbolic
 unary(np.sinh, lambda g, ans, x: g * np.cosh(x))
 unary(np.cosh, lambda g, ans, x: g * np.sinh(x))
@@ -236,10 +404,10 @@ for _ufunc in (np.maximum, np.minimum):
     _sign = 1.0 if _ufunc is np.maximum else -1.0
     binary(
         _ufunc,
-        lambda g, ans, x, y, s=_sign: g * _tie_weights(s * x, s * y),
-        lambda g, ans, x, y, s=_sign: g * _tie_weights(s * y, s * x),
+        lambda g, ans, x, y, s=_sign: g * _max_weights(s * x, s * y),
+        lambda g, ans, x, y, s=_sign: g * _max_weights(s * y, s * x),
         cases=_distinct,
-        convention=_tie_convention,
+        convention=_tie_convention + "; a NaN argument (propagated) gets the gradient",
     )
 binary(
     np.fmax,
@@ -258,19 +426,106 @@ binary(
 binary(
     np.copysign,
     lambda g, ans, x, y: g * np.sign(x) * np.where(np.signbit(y), -1.0, 1.0),
-    lambda g, ans, x, y: np.zeros_like(g),
-    cases=binary_cases(0.2, 2.0, -2.0, 2.0),
+    _zeros,
+    cases=binary_cases(0.2, 2.0, -2.0, 2.0) + (Case((Arg((2, 3), -2.0, -0.2), Arg((3,)))),),
     convention="d/dx copysign(x, y) = sign(x) sign(y) (0 at x = 0); zero gradient for y",
 )
 binary(
     np.ldexp,
     lambda g, ans, x, n: g * np.exp2(n),
-    lambda g, ans, x, n: np.zeros_like(g),
+    _zeros,
     cases=(Case((Arg((2, 3)), Arg((2, 3), -2, 3, kind="int"))),),
+)
+register(
+    Rule(
+        "heaviside",
+        np.heaviside,
+        vjps={0: _zeros, 1: lambda g, ans, x, h: np.where(x == 0, g, 0.0)},
+        cases=(
+            Case((Arg((2, 3)), Arg((2, 3)))),
+            Case((np.array([-1.0, 0.0, 2.0]), Arg((2, 3)))),
+        ),
+        convention="zero gradient for x (piecewise constant); the second argument, the "
+        "value at x = 0, gets the gradient where x == 0",
+        family="elementwise",
+    )
+)
+
+# ---------------------------------------------------------------- decompositions
+register(
+    Rule(
+        "modf",
+        np.modf,
+        vjps={0: lambda g, ans, x: g[0]},
+        cases=(
+            Case((Arg((2, 3), 0.1, 0.9),)),
+            Case((Arg((3,), -1.9, -1.1),)),
+            Case((Arg((), 2.1, 2.9),)),
+        ),
+        convention="d frac/dx = 1 and d int/dx = 0 (the integral part is piecewise constant)",
+        family="elementwise",
+    )
+)
+register(
+    Rule(
+        "frexp",
+        np.frexp,
+        vjps={0: lambda g, ans, x: g[0] * np.exp2(-ans[1])},
+        cases=(
+            Case((Arg((2, 3), 1.1, 1.9),)),
+            Case((Arg((3,), -3.5, -2.5),)),
+            Case((Arg((), 0.3, 0.45),)),
+        ),
+        convention="d mantissa/dx = 2**-exponent (piecewise); the integer exponent has none",
+        family="elementwise",
+    )
+)
+
+# ---------------------------------------------------------------- real-input helpers
+register(
+    Rule(
+        "real",
+        lambda val: np.real(val)[...],  # a view, never the input object itself
+        vjps={0: lambda g, ans, val: g},
+        cases=(Case((Arg((2, 3)),)), Case((Arg(()),))),
+        convention="identity on real Tensors (Tensors are always real)",
+        family="elementwise",
+    ),
+    np.real,
+)
+register(
+    Rule("imag", lambda val: np.array(np.imag(val)), differentiable=False, family="elementwise"),
+    np.imag,
+)
+
+
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    if not copy:
+        raise ValueError(
+            "numpy.nan_to_num(copy=False) would change a Tensor's data behind the recorded "
+            "graph; use copy=True (the default) and keep the returned Tensor"
+        )
+    return np.nan_to_num(x, copy=True, nan=nan, posinf=posinf, neginf=neginf)
+
+
+register(
+    Rule(
+        "nan_to_num",
+        _nan_to_num,
+        vjps={
+            0: lambda g, ans, x, copy=True, nan=0.0, posinf=None, neginf=None: np.where(
+                np.isfinite(x), g, 0.0
+            )
+        },
+        cases=(Case((Arg((2, 3)),)), Case((Arg(()),), {"nan": 1.0, "posinf": 5.0})),
+        convention="the gradient passes where x is finite and is 0 where a value was replaced",
+        family="elementwise",
+    ),
+    np.nan_to_num,
 )
 
 # ---------------------------------------------------------------- piecewise constant
-for _ufunc in (
+for _fn in (
     np.sign,
     np.floor,
     np.ceil,
@@ -293,6 +548,7 @@ for _ufunc in (
     np.bitwise_and,
     np.bitwise_or,
     np.bitwise_xor,
+    np.bitwise_count,
     np.invert,
     np.left_shift,
     np.right_shift,
@@ -300,5 +556,12 @@ for _ufunc in (
     np.lcm,
     np.spacing,
     np.nextafter,
+    # functions (NEP 18), not ufuncs
+    np.round,
+    np.around,
+    np.fix,
+    np.isposinf,
+    np.isneginf,
+    np.angle,
 ):
-    constant(_ufunc)
+    constant(_fn)
