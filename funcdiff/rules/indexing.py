@@ -1,13 +1,31 @@
-"""Indexing rules: ``x[index]``, ``x[index] = v``, ``where``.
+"""Indexing rules: ``x[index]``, ``x[index] = v``, ``where``, ``take``,
+``take_along_axis`` and ``bincount``.
 
 The cotangent of ``x[index]`` is scattered back into zeros of ``x``'s shape with
 :func:`index_add`, itself a registered primitive whose cotangent is a gather, so
-indexing is differentiable to any order. Batched cotangents are handled by moving
+indexing is differentiable to any order. Repeated indices accumulate (the cotangent
+of a gather with repeats is a bincount). Batched cotangents are handled by moving
 the batch axis to the end, where it rides along every kind of index (basic,
-advanced, boolean) without changing where the indexed axes land.
+advanced, advanced separated by slices, boolean masks of any rank) without changing
+where the indexed axes land.
+
+``x[index] = v`` on a Tensor that is not a leaf requiring grad is recorded as a new
+version of ``x``: the overwritten entries get no gradient, ``v`` gets the cotangent
+of the entries it landed in (with repeated indices, only the write NumPy keeps).
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> np.sum(x[np.array([0, 2, 0])]).backward()
+>>> x.grad
+tensor([2., 0., 1.])
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -19,10 +37,19 @@ def _plain(i):
     return i.data if isinstance(i, Tensor) else i
 
 
-def normalize_index(index, ndim: int) -> tuple:
+def _is_mask(i) -> bool:
+    return isinstance(i, (np.ndarray, np.bool_, bool)) and np.asarray(i).dtype == bool
+
+
+def normalize_index(index: Any, ndim: int) -> tuple:
     """``index`` as a tuple without Ellipsis, covering exactly the leading ``ndim`` axes.
 
-    Index Tensors become their (constant) data.
+    Index Tensors become their (constant) data and lists become arrays.
+
+    Examples
+    --------
+    >>> normalize_index((Ellipsis, 1), 3)
+    (slice(None, None, None), slice(None, None, None), 1)
     """
     items = index if isinstance(index, tuple) else (index,)
     items = tuple(np.asarray(i) if isinstance(i, list) else _plain(i) for i in items)
@@ -30,8 +57,7 @@ def normalize_index(index, ndim: int) -> tuple:
     for i in items:
         if i is None or i is Ellipsis:
             continue
-        is_mask = isinstance(i, (np.ndarray, np.bool_, bool)) and np.asarray(i).dtype == bool
-        consumed += np.ndim(i) if is_mask else 1
+        consumed += np.ndim(i) if _is_mask(i) else 1
     if any(i is Ellipsis for i in items):
         at = next(k for k, i in enumerate(items) if i is Ellipsis)
         fill = (slice(None),) * (ndim - consumed)
@@ -54,11 +80,16 @@ def _batch_to_front(a, nb: int):
 
 
 @dispatching
-def index_add(values, index, shape):
+def index_add(values: Any, index: tuple, shape: tuple[int, ...]) -> Any:
     """Zeros of ``shape + extra`` with ``values`` added at ``index`` (repeats accumulate).
 
     ``index`` is normalised (see :func:`normalize_index`); ``values`` may carry extra
     trailing axes beyond ``zeros(shape)[index]``, which ride along (batch axes).
+
+    Examples
+    --------
+    >>> index_add(np.array([1.0, 2.0, 3.0]), (np.array([0, 2, 0]),), (3,))
+    array([4., 0., 2.])
     """
     values = np.asarray(values)
     indexed_ndim = np.zeros(shape, dtype=bool)[index].ndim
@@ -71,9 +102,19 @@ def index_add(values, index, shape):
     return out
 
 
-def take_index(a, index, nb: int):
+def take_index(a: Any, index: tuple, nb: int) -> Any:
     """``a[index]`` applied after ``nb`` leading batch axes."""
     return _batch_to_front(_batch_to_end(a, nb)[index], nb)
+
+
+def scatter(g: Any, ans: Any, index: Any, shape: tuple[int, ...]) -> Any:
+    """The cotangent of ``x[index]`` for ``x`` of ``shape``: ``g`` added into zeros.
+
+    ``g`` is the cotangent of the indexed result ``ans`` (batch axes allowed).
+    """
+    nb = batch_ndim(g, ans)
+    idx = normalize_index(index, len(shape))
+    return _batch_to_front(index_add(_batch_to_end(g, nb), idx, tuple(shape)), nb)
 
 
 def _index_add_vjp(g, ans, values, index, shape):
@@ -90,7 +131,11 @@ register(
         cases=(
             Case((Arg((3,)), (np.array([0, 2, 0]),), (4,))),
             Case((Arg((2, 2)), (slice(0, 2), slice(None)), (3, 2))),
+            Case((Arg((2, 3)), (np.array([1, 1]), slice(None)), (2, 3))),
+            Case((Arg((2,)), (np.array([True, False, True]),), (3,))),
+            Case((Arg((2, 4)), (np.array([0, 1]), slice(None), np.array([2, 2])), (2, 4, 3))),
         ),
+        uses_values=False,
         family="indexing",
     ),
     index_add,
@@ -98,15 +143,14 @@ register(
 
 
 def _getitem_vjp(g, ans, x, index):
-    nb = batch_ndim(g, ans)
-    idx = normalize_index(index, np.ndim(x))
-    return _batch_to_front(index_add(_batch_to_end(g, nb), idx, np.shape(x)), nb)
+    return scatter(g, ans, index, np.shape(x))
 
 
 def _getitem(x, index):
     return x[index]
 
 
+_MASK_23 = np.array([[True, False, True], [False, True, True]])
 register(
     Rule(
         "getitem",
@@ -120,12 +164,43 @@ register(
             Case((Arg((4, 3)), (np.array([0, 3]), np.array([1, 1])))),
             Case((Arg((2, 3, 4)), (np.array([0, 1]), slice(None), np.array([3, 0])))),
             Case((Arg((4, 3)), (None, slice(None, None, -1)))),
-            Case((Arg((2, 3)), np.array([[True, False, True], [False, True, True]]))),
+            Case((Arg((2, 3)), _MASK_23)),
+            # advanced indices separated by a slice, with repeats and broadcasting
+            Case((Arg((3, 2, 4)), (np.array([[0], [2]]), slice(None), np.array([1, 1, 3])))),
+            # an int next to an array, separated by a slice: both are advanced
+            Case((Arg((2, 3, 4)), (0, slice(None, None, -2), np.array([1, 2])))),
+            # boolean masks of lower rank than x, at the front and in the middle
+            Case((Arg((3, 4)), np.array([True, False, True]))),
+            Case((Arg((2, 3, 4)), (slice(None), np.array([False, True, True])))),
+            Case((Arg((2, 3, 2)), (_MASK_23, -1))),
+            Case((Arg((2, 3, 4)), (Ellipsis, None, np.array([0, -1])))),
+            Case((Arg((2, 3)), (np.array([], dtype=int),))),
+            Case((Arg(()), ())),
+            Case((Arg(()), None)),
+            Case((Arg((3,)), True)),
+            Case((Arg((3, 4)), (-1, slice(3, 0, -1)))),
+            Case((Arg((5,)), [4, -1, 0])),
         ),
+        uses_values=False,
         family="indexing",
     ),
     "getitem",
 )
+
+
+def _written(shape: tuple, idx: tuple, selected: tuple) -> np.ndarray | None:
+    """Which entries of ``x[idx] = v`` NumPy keeps when ``idx`` repeats a position.
+
+    Returns a boolean array of the selection's shape (None when every write is kept).
+    """
+    n = int(np.prod(selected))
+    if n == 0:
+        return None
+    track = np.full(shape, -1, dtype=np.intp)
+    order = np.arange(n, dtype=np.intp).reshape(selected)
+    track[idx] = order
+    kept = track[idx] == order
+    return None if kept.all() else kept
 
 
 def _setitem_vjp_target(g, ans, x, index, value):
@@ -135,7 +210,19 @@ def _setitem_vjp_target(g, ans, x, index, value):
 
 
 def _setitem_vjp_value(g, ans, x, index, value):
-    return take_index(g, normalize_index(index, np.ndim(x)), batch_ndim(g, ans))
+    nb = batch_ndim(g, ans)
+    shape = np.shape(x)
+    idx = normalize_index(index, len(shape))
+    out = take_index(g, idx, nb)
+    selected = np.zeros(shape, dtype=bool)[idx].shape
+    if not _is_basic(idx):
+        kept = _written(shape, idx, selected)
+        if kept is not None:
+            out = np.where(kept, out, 0.0)
+    extra = np.ndim(value) - len(selected)
+    if extra > 0:  # NumPy drops leading length-one axes of the value
+        out = np.reshape(out, tuple(np.shape(g)[:nb]) + (1,) * extra + selected)
+    return out
 
 
 def _setitem(x, index, value):
@@ -153,7 +240,14 @@ register(
         cases=(
             Case((Arg((4, 3)), (slice(1, 3), 0), Arg((2,)))),
             Case((Arg((4, 3)), np.array([0, 2]), Arg((3,)))),
+            Case((Arg((4, 3)), np.array([2, 0, 2]), Arg((3, 3)))),
+            Case((Arg((2, 3)), _MASK_23, Arg(()))),
+            Case((Arg((3, 4)), (np.array([0, 2]), slice(None)), Arg((1, 1, 4)))),
+            Case((Arg((2, 3, 4)), (np.array([0, 1]), slice(None), np.array([3, 3])), Arg((3,)))),
+            Case((Arg((3,)), Ellipsis, Arg((3,)))),
         ),
+        convention="with repeated indices only the write NumPy keeps gets the gradient",
+        uses_values=False,
         family="indexing",
     ),
     "setitem",
@@ -176,9 +270,127 @@ register(
         cases=(
             Case((Arg((3, 4), kind="bool"), Arg((3, 4)), Arg((3, 4)))),
             Case((Arg((3, 1), kind="bool"), Arg((4,)), 0.5)),
+            Case((Arg((), kind="bool"), Arg((2,)), Arg(()))),
+            Case((np.array([True, False]), 1.5, Arg((3, 2)))),
+            Case((Arg((0, 2), kind="bool"), Arg((0, 2)), Arg((2,)))),
         ),
-        convention="no NaN or inf leaks from the branch not taken, at any order",
+        convention=(
+            "no NaN or inf leaks from the branch not taken, at any order; "
+            "where(condition) with one argument is nonzero(condition), a constant"
+        ),
         family="indexing",
     ),
     np.where,
+)
+
+
+# ---------------------------------------------------------------- take and friends
+def _take_indices(indices, n: int, mode: str) -> np.ndarray:
+    idx = np.asarray(_plain(indices))
+    if mode == "wrap":
+        return np.mod(idx, n) if n else idx
+    if mode == "clip":
+        return np.clip(idx, 0, max(n - 1, 0))
+    return idx
+
+
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    if out is not None:
+        raise TypeError("numpy.take on Tensors does not support out=; use the returned Tensor")
+    return np.take(a, indices, axis=axis, mode=mode)
+
+
+def _take_vjp(g, ans, a, indices, axis=None, out=None, mode="raise"):
+    shape = np.shape(a)
+    if axis is None:
+        flat = (int(np.prod(shape)),)
+        result = scatter(g, ans, (_take_indices(indices, flat[0], mode),), flat)
+        return np.reshape(result, tuple(np.shape(g)[: batch_ndim(g, ans)]) + shape)
+    ax = int(axis) % len(shape)
+    index = (slice(None),) * ax + (_take_indices(indices, shape[ax], mode),)
+    return scatter(g, ans, index, shape)
+
+
+register(
+    Rule(
+        "take",
+        _take,
+        vjps={0: _take_vjp},
+        nondiff_args=frozenset({1}),
+        cases=(
+            Case((Arg((2, 3)), np.array([0, 5, 5, 1]))),
+            Case((Arg((3, 4)), np.array([[0, -1], [2, 2]])), {"axis": -1}),
+            Case((Arg((3, 4)), np.array(1)), {"axis": 0}),
+            Case((Arg((2, 3, 2)), [2, 0, 2]), {"axis": 1}),
+            Case((Arg((3,)), np.array([-4, 5, 1])), {"mode": "wrap"}),
+            Case((Arg((3, 2)), np.array([7, -2])), {"axis": 0, "mode": "clip"}),
+            Case((Arg((3,)), np.array([], dtype=int))),
+        ),
+        convention="repeated indices accumulate",
+        uses_values=False,
+        family="indexing",
+    ),
+    np.take,
+)
+
+
+def _along_index(indices, shape: tuple, ax: int) -> tuple:
+    """The advanced index equivalent to ``take_along_axis(., indices, ax)``."""
+    idx = np.asarray(_plain(indices))
+    ndim = len(shape)
+    index = []
+    for i in range(ndim):
+        if i == ax:
+            index.append(idx)
+        else:
+            index.append(np.arange(shape[i]).reshape((1,) * i + (-1,) + (1,) * (ndim - i - 1)))
+    return tuple(index)
+
+
+def _take_along_axis_vjp(g, ans, arr, indices, axis=-1):
+    shape = np.shape(arr)
+    if axis is None:
+        flat = (int(np.prod(shape)),)
+        result = scatter(g, ans, _along_index(indices, flat, 0), flat)
+        return np.reshape(result, tuple(np.shape(g)[: batch_ndim(g, ans)]) + shape)
+    return scatter(g, ans, _along_index(indices, shape, int(axis) % len(shape)), shape)
+
+
+register(
+    Rule(
+        "take_along_axis",
+        np.take_along_axis,
+        vjps={0: _take_along_axis_vjp},
+        nondiff_args=frozenset({1}),
+        cases=(
+            Case((Arg((3, 4)), np.array([[0, 3, 3], [1, 1, 0], [2, 0, 1]])), {"axis": 1}),
+            Case((Arg((3, 4)), np.array([[2, 0, 0, -1]]), 0)),
+            Case((Arg((2, 3)), np.array([5, 0, 0])), {"axis": None}),
+            Case((Arg((2, 3, 2)), np.zeros((2, 1, 2), dtype=int)), {"axis": -2}),
+        ),
+        convention="repeated indices accumulate",
+        uses_values=False,
+        family="indexing",
+    ),
+)
+
+
+def _bincount_vjp(g, ans, x, weights=None, minlength=0):
+    return take_index(g, (np.asarray(_plain(x)),), batch_ndim(g, ans))
+
+
+register(
+    Rule(
+        "bincount",
+        np.bincount,
+        vjps={1: _bincount_vjp, "weights": _bincount_vjp},
+        nondiff_args=frozenset({0, "minlength"}),
+        cases=(
+            Case((np.array([0, 3, 3, 1, 0, 3]), Arg((6,)))),
+            Case((np.array([2, 2]),), {"weights": Arg((2,)), "minlength": 4}),
+        ),
+        convention="without weights the counts are integers (constants)",
+        uses_values=False,
+        family="indexing",
+    ),
 )
