@@ -29,7 +29,7 @@ from funcdiff.autograd import (
     once_differentiable,
     set_grad_enabled,
 )
-from funcdiff import functional, special  # noqa: E402  (need the rules registered)
+from funcdiff import functional, linalg, special  # noqa: E402  (need the rules registered)
 
 __version__ = "0.1.0"
 
@@ -40,6 +40,7 @@ __all__ = [
     "backward",
     "autograd",
     "functional",
+    "linalg",
     "special",
     "Function",
     "FunctionCtx",
