@@ -27,7 +27,7 @@ _ARRAY_TYPES = (np.ndarray, np.generic)
 class RuleNode(Node):
     """A node that differentiates through a registered :class:`Rule`."""
 
-    __slots__ = ("rule", "args", "kwargs", "paths", "ans", "checks", "multi")
+    __slots__ = ("rule", "args", "kwargs", "paths", "ans", "checks", "multi", "nested")
 
     def name(self) -> str:
         return self.rule.node_name
@@ -71,7 +71,10 @@ class RuleNode(Node):
         if create_graph:
             ans = self._ans_tensors()
         else:
-            args = tuple(_data_of(a) for a in args)
+            if self.nested:
+                args = [_data_of(a) for a in args]
+            else:
+                args = [a.data if type(a) is Tensor else a for a in args]
             if kwargs:
                 kwargs = {k: _data_of(v) for k, v in kwargs.items()}
             ans = self.ans
@@ -84,7 +87,10 @@ class RuleNode(Node):
             return [results[k] if sub is None else results[k][sub] for k, sub in paths]
         if len(paths) == 1:
             key, sub = paths[0]
-            r = rule.vjps[key](g, ans, *args, **kwargs)
+            if kwargs:
+                r = rule.vjps[key](g, ans, *args, **kwargs)
+            else:
+                r = rule.vjps[key](g, ans, *args)
             return [r if sub is None else r[sub]]
         done: dict = {}
         out = []
@@ -202,11 +208,7 @@ def _record(
         if rule.vjp_all is None and key not in rule.vjps or (
             rule.vjp_all is not None and isinstance(key, str)
         ):
-            where = f"argument {key!r}" if isinstance(key, str) else f"argument {key}"
-            raise NotImplementedError(
-                f"the derivative of {rule.name} with respect to its {where} is not "
-                "implemented; pass a constant there (tensor.detach()) or file an issue"
-            )
+            _no_derivative(rule, key)
         diff_paths.append(path)
         edges.append(_edge(t))
     if not edges:
@@ -222,6 +224,7 @@ def _record(
     node.kwargs = kwargs
     node.pre_hooks = None
     node.retained = None
+    node.nested = any(type(a) in (list, tuple) for a in args)
     multi = len(outputs) != 1 or not isinstance(out, _ARRAY_TYPES)
     node.multi = multi
     if multi:
@@ -255,7 +258,96 @@ def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
         return _missing_rule(f"numpy.{ufunc.__name__}")
-    return call(rule, inputs)
+    return call_positional(rule, inputs)
+
+
+# Shared, never mutated: rules receive **kwargs, which Python copies.
+_NO_KWARGS: dict[str, Any] = {}
+
+
+def call_positional(rule: Rule, inputs: tuple) -> Any:
+    """:func:`call` for positional arguments only (operators and ufuncs): the hot path.
+
+    Anything unusual (Tensor subclasses, sequences, several or non-array outputs,
+    views) falls back to the general :func:`call`.
+    """
+    datas = []
+    recording = False
+    for a in inputs:
+        if type(a) is Tensor:
+            datas.append(a.data)
+            if a._requires_grad:
+                recording = True
+        elif isinstance(a, (Tensor, list, tuple)) or rule.impl is not None:
+            return call(rule, inputs)
+        else:
+            datas.append(a)
+    out = rule.fn(*datas)
+    if type(out) is not np.ndarray:
+        if not isinstance(out, np.generic):
+            return call(rule, inputs)
+        out = np.asarray(out)
+    elif out.base is not None:
+        return call(rule, inputs)
+    t = _wrap(out, False, None, 0)
+    if recording and rule.differentiable and _state.grad_enabled and out.dtype.kind == "f":
+        _record_positional(rule, inputs, t)
+    return t
+
+
+def _record_positional(rule: Rule, inputs: tuple, out: Tensor) -> None:
+    keys = []
+    edges = []
+    vjps = rule.vjps
+    for i, a in enumerate(inputs):
+        if type(a) is Tensor and a._requires_grad:
+            if i not in vjps and rule.vjp_all is None:
+                if i in rule.nondiff_args:
+                    continue
+                _no_derivative(rule, i)
+            fn = a.grad_fn
+            edges.append((fn, a._output_nr) if fn is not None else a._gradient_edge())
+            keys.append(i)
+    if not edges:
+        return
+    keys = tuple(keys)
+    plan = rule._plans.get(keys)
+    if plan is None:
+        plan = rule.plan(keys)
+    paths, read, reads_ans = plan
+    node = RuleNode.__new__(RuleNode)
+    node.rule = rule
+    node.edges = tuple(edges)
+    node.paths = paths
+    node.args = inputs
+    node.kwargs = _NO_KWARGS
+    node.pre_hooks = None
+    node.retained = None
+    node.multi = False
+    node.nested = False
+    data = out.data
+    node.ans = data
+    node.out_meta = ((data.shape, data.dtype),)
+    checks: list = []
+    for i in read:
+        a = inputs[i] if i < len(inputs) else None
+        if type(a) is Tensor:
+            box = a._version_box
+            checks += (box, box[0], (i, None))
+    if reads_ans:
+        box = out._version_box
+        checks += (box, box[0], ("ans", 0))
+    node.checks = tuple(checks)
+    out._requires_grad = True
+    out.grad_fn = node
+
+
+def _no_derivative(rule: Rule, key: Any) -> None:
+    where = f"argument {key!r}" if isinstance(key, str) else f"argument {key}"
+    raise NotImplementedError(
+        f"the derivative of {rule.name} with respect to its {where} is not "
+        "implemented; pass a constant there (tensor.detach()) or file an issue"
+    )
 
 
 def _missing_rule(name: str) -> Any:
@@ -279,18 +371,23 @@ _UFUNC_METHOD_FUNCTIONS = {
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``Tensor.__array_ufunc__``: route a ufunc call to its rule."""
     out = kwargs.pop("out", None)
-    if kwargs:
-        raise TypeError(
-            f"funcdiff supports numpy.{ufunc.__name__} on Tensors without the keyword "
-            f"arguments {sorted(kwargs)}"
-        )
     if method == "__call__":
+        if kwargs:
+            raise TypeError(
+                f"funcdiff supports numpy.{ufunc.__name__} on Tensors without the keyword "
+                f"arguments {sorted(kwargs)}"
+            )
         result = call_ufunc(ufunc, *inputs)
     else:
         func = _UFUNC_METHOD_FUNCTIONS.get((ufunc.__name__, method))
         if func is None or len(inputs) != 1:
             return _missing_rule(f"numpy.{ufunc.__name__}.{method}")
-        result = array_function(func, inputs, {})
+        # ufunc methods work along axis 0 by default, np.sum & co. along all axes; the
+        # other keywords (dtype, keepdims, initial, where) share names and reach the rule.
+        kwargs.setdefault("axis", 0 if np.ndim(inputs[0]) else None)
+        if method == "accumulate" and kwargs["axis"] is None:
+            raise ValueError("accumulate does not allow multiple axes")
+        result = array_function(func, inputs, kwargs)
     if out is None:
         return result
     targets = out if isinstance(out, tuple) else (out,)

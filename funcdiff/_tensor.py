@@ -414,6 +414,10 @@ class Tensor:
 
     # ------------------------------------------------------------------ NumPy protocols
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            rule = _UFUNC_RULES.get(ufunc)
+            if rule is not None:
+                return _ops.call_positional(rule, inputs)
         return _ops.array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
@@ -673,3 +677,4 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
 
 
 from funcdiff import _ops  # noqa: E402  (the operation layer needs the Tensor class)
+from funcdiff.rules._registry import UFUNC_RULES as _UFUNC_RULES  # noqa: E402

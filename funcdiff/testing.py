@@ -4,6 +4,8 @@
 compares, with independent truth from finite differences:
 
 * first order: the vector-Jacobian product with a random cotangent;
+* forward mode: the derivative of that vjp with respect to its cotangent (the
+  double-backward trick behind ``jvp``) against differences of the outputs;
 * second order: the Hessian-vector product of that scalarised output (through
   ``create_graph=True``) against finite differences of the gradient;
 * batched first and second order: ``is_grads_batched=True`` against a loop.
@@ -190,11 +192,39 @@ def check_rule_case(
             if not _close(gb.data[b], gl.data, 1e-10, 1e-9):
                 failures.append(f"batched first order, input {k}, batch {b}: "
                                 f"{_describe(gb.data[b], gl.data)}")
+    if failures:
+        return RuleCheck(rule.name, index, failures)
+
+    # Forward mode by double backward: d/du <J^T u, v> = J v, against differences of f
+    # along v. It differentiates each vjp with respect to its cotangent, which the
+    # second-order check below cannot see for rules that are linear in x.
+    direction = [rng.standard_normal(x.shape) for x in x0]
+    inputs = values(True, x0)
+    cotangents = [tensor(w, requires_grad=True) for w in weights]
+    vjps = grad(f(*inputs), inputs, grad_outputs=cotangents, create_graph=True,
+                allow_unused=True, materialize_grads=True)
+    live = [(g, v) for g, v in zip(vjps, direction) if g.requires_grad]
+    if live:
+        jv = [j.data for j in grad([g for g, _ in live], cotangents,
+                                   grad_outputs=[v for _, v in live], allow_unused=True,
+                                   materialize_grads=True)]
+    else:
+        jv = [np.zeros_like(r) for r in ref]
+    h = 1e-6 * max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
+    plus = _as_arrays(f(*[x + h * v for x, v in zip(x0, direction)]))
+    minus = _as_arrays(f(*[x - h * v for x, v in zip(x0, direction)]))
+    for k, (got, p, m) in enumerate(zip(jv, plus, minus)):
+        finite = np.isfinite(p) & np.isfinite(m)  # e.g. -inf outputs of logsumexp
+        with np.errstate(invalid="ignore"):
+            expected = np.where(finite, (p - m) / (2 * h), 0.0)
+        got = np.where(finite, got, 0.0)
+        if not _close(got, expected, case.atol, case.rtol):
+            failures.append(f"forward mode (double backward), output {k}: "
+                            f"{_describe(got, expected)}")
     if case.order < 2 or failures:
         return RuleCheck(rule.name, index, failures)
 
     # Second order: d/dt grad(x + t v) at t=0, against the recorded backward pass.
-    direction = [rng.standard_normal(x.shape) for x in x0]
 
     def first_grad(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
         ins = values(True, xs)

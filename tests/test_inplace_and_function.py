@@ -235,3 +235,12 @@ class TestCustomFunction:
         y = Cube.apply(x)
         (jac,) = fd.grad(y, x, np.eye(3), is_grads_batched=True)
         np.testing.assert_allclose(jac.data, np.diag(3 * x.data**2))
+
+
+def test_index_tensor_modified_in_place_is_refused() -> None:
+    x = leaf([1.0, 2.0, 3.0])
+    idx = fd.tensor(np.array([0, 2]))
+    y = (x * 1.0)[idx]
+    idx[0] = 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()

@@ -205,40 +205,37 @@ def run_backward(
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
     # Count, for every reachable node, how many edges lead into it.
+    capture: dict[Node, list[int]] = {}
+    if targets is not None:
+        for node, nr in targets:
+            capture.setdefault(node, []).append(nr)
     deps: dict[Node, int] = {}
-    consumers: dict[Node, list[Node]] | None = {} if targets is not None else None
     stack = list(root_nodes)
     seen = set(root_nodes)
+    untargeted_leaf = False
     while stack:
         node = stack.pop()
         for edge in node.edges:
             if edge is None:
                 continue
             child = edge[0]
-            deps[child] = deps.get(child, 0) + 1
-            if consumers is not None:
-                consumers.setdefault(child, []).append(node)
-            if child not in seen:
-                seen.add(child)
-                stack.append(child)
+            if child in deps:
+                deps[child] += 1
+            else:
+                deps[child] = 1
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+                    if not child.edges and child not in capture:
+                        untargeted_leaf = True
 
-    capture: dict[Node, list[int]] = {}
+    # Every path ends at a leaf, so when every leaf reached is a target, every node
+    # leads to one. Otherwise run only the nodes one of whose inputs leads to a target.
     runnable: set[Node] | None = None
-    if targets is not None:
-        for node, nr in targets:
-            capture.setdefault(node, []).append(nr)
-        # Only nodes from which a target can be reached need their rules run.
-        reach = set()
-        frontier = [n for n in capture if n in seen]
-        while frontier:
-            n = frontier.pop()
-            if n in reach:
-                continue
-            reach.add(n)
-            frontier.extend(consumers.get(n, ()))
-        runnable = {
-            n for n in reach if any(e is not None and e[0] in reach for e in n.edges)
-        }
+    if targets is not None and (
+        untargeted_leaf or any(type(n) is not AccumulateGrad for n in capture)
+    ):
+        runnable = _nodes_leading_to(capture, seen)
 
     captured: dict[tuple[Node, int], Any] = {}
     ready = [n for n in root_nodes if n not in deps]
@@ -258,7 +255,7 @@ def run_backward(
                         t = ref()
                         if t is not None and grads[nr] is not None:
                             _accumulate_into(t, grads[nr], create_graph)
-                if node in capture:
+                if capture and node in capture:
                     for nr in capture[node]:
                         captured[(node, nr)] = grads[nr]
                 if type(node) is AccumulateGrad:
@@ -271,16 +268,35 @@ def run_backward(
                     if not retain_graph:
                         node.release()
             for edge in node.edges:
-                if edge is None:
-                    continue
-                child = edge[0]
-                left = deps[child] - 1
-                deps[child] = left
-                if left == 0:
-                    ready.append(child)
+                if edge is not None:
+                    child = edge[0]
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if not left:
+                        ready.append(child)
     finally:
         _state.grad_enabled = previous_mode
     return captured
+
+
+def _nodes_leading_to(capture: dict, seen: set) -> set:
+    """Nodes with an input from which a node in ``capture`` can be reached."""
+    consumers: dict[Node, list[Node]] = {}
+    for node in seen:
+        for edge in node.edges:
+            if edge is not None:
+                consumers.setdefault(edge[0], []).append(node)
+    frontier = [n for n in capture if n in seen]
+    reach = set(frontier)
+    runnable: set[Node] = set()
+    while frontier:
+        child = frontier.pop()
+        for parent in consumers.get(child, ()):
+            runnable.add(parent)
+            if parent not in reach:
+                reach.add(parent)
+                frontier.append(parent)
+    return runnable
 
 
 def _propagate(
@@ -298,11 +314,18 @@ def _propagate(
         if g is None or edge is None:
             continue
         child, nr = edge
-        g = _fit(g, child.out_meta[nr], batch_shape)
+        meta = child.out_meta[nr]
+        # The common case: the rule returned exactly the input's shape and dtype.
+        if batch_shape or type(g) is not np.ndarray or g.shape != meta[0] or g.dtype != meta[1]:
+            g = _fit(g, meta, batch_shape)
         buf = buffers.get(child)
         if buf is None:
+            if len(child.out_meta) == 1:
+                buffers[child] = [g]
+                continue
             buf = buffers[child] = [None] * len(child.out_meta)
-        buf[nr] = g if buf[nr] is None else buf[nr] + g
+        old = buf[nr]
+        buf[nr] = g if old is None else old + g
 
 
 def backward(

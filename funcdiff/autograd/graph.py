@@ -103,6 +103,8 @@ class AccumulateGrad(Node):
 
 def describe_value(value: Any) -> str:
     data = getattr(value, "data", value)
+    if isinstance(data, memoryview):  # an ndarray's .data is its raw buffer, not the array
+        data = value
     return f"[{getattr(data, 'dtype', type(data).__name__)} {tuple(getattr(data, 'shape', ()))}]"
 
 

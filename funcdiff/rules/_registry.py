@@ -225,11 +225,14 @@ class Rule:
         if self.vjp_all is not None:
             reads[ALL] = frozenset({ALL})
         for key, f in self.vjps.items():
-            reads[key] = _arguments_read(f) if self.uses_values else frozenset()
+            reads[key] = _arguments_read(f)
         if not self.uses_values:
-            reads = {key: frozenset() for key in reads}
+            # Shapes only, except for the non-differentiable arguments (indices,
+            # conditions), whose values the vjps do use.
+            reads = {key: frozenset(self.nondiff_args) for key in reads}
         object.__setattr__(self, "reads", reads)
         object.__setattr__(self, "_checked_cache", {})
+        object.__setattr__(self, "_plans", {})
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
         object.__setattr__(self, "node_name", node_name + "Backward")
 
@@ -249,6 +252,17 @@ class Rule:
                 read |= self.reads[ALL]
             cached = (frozenset(read), ALL in read or "ans" in read)
             self._checked_cache[keys] = cached
+        return cached
+
+    def plan(self, keys: tuple) -> tuple[tuple, tuple, bool]:
+        """For positional differentiated ``keys``: the node's paths, the positions whose
+        values must be version-checked, and whether the output must be (cached)."""
+        cached = self._plans.get(keys)
+        if cached is None:
+            read, reads_ans = self.checked(keys)
+            positions = range(64) if ALL in read else sorted(k for k in read if isinstance(k, int))
+            cached = (tuple((k, None) for k in keys), tuple(positions), reads_ans)
+            self._plans[keys] = cached
         return cached
 
     def reads_argument(self, key: Any) -> bool:
@@ -290,7 +304,8 @@ def all_rules() -> list[Rule]:
 def dispatching(fn: Callable) -> Callable:
     """Make a NumPy-level helper dispatch like a NumPy function (NEP 18).
 
-    On ndarrays it runs ``fn``; when an argument is a Tensor, the Tensor's
+    On ndarrays it runs ``fn``; when an argument (or an item of a list or tuple
+    argument, or a keyword argument) is a Tensor, the Tensor's
     ``__array_function__`` receives the call and runs the rule registered for the
     returned wrapper. Helpers that rules need (``index_add``) become differentiable
     primitives this way, with no import of the layers above.
@@ -298,12 +313,13 @@ def dispatching(fn: Callable) -> Callable:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for a in args:
-            t = type(a)
-            if t is not np.ndarray and hasattr(t, "__array_function__") and not isinstance(
-                a, np.generic
-            ):
-                return a.__array_function__(wrapper, (t,), args, kwargs)
+        for a in (*args, *kwargs.values()):
+            for item in a if type(a) in (list, tuple) else (a,):
+                t = type(item)
+                if t is not np.ndarray and hasattr(t, "__array_function__") and not isinstance(
+                    item, np.generic
+                ):
+                    return item.__array_function__(wrapper, (t,), args, kwargs)
         return fn(*args, **kwargs)
 
     return wrapper
