@@ -12,24 +12,18 @@ tensor([ 0.75, 12.  ], grad_fn=<MultiplyBackward>)
 tensor([ 0., 12.])
 """
 
-# Import order matters: the autograd package first (it pulls in the Tensor and the
-# operation layer), then the rules, which register themselves.
-from funcdiff import autograd
+from funcdiff import autograd, functional, linalg, special
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
 from funcdiff._tensor import Tensor, tensor
 from funcdiff.autograd import (
-    Function,
-    FunctionCtx,
-    backward,
     enable_grad,
-    grad,
     inference_mode,
     is_grad_enabled,
     no_grad,
-    once_differentiable,
     set_grad_enabled,
 )
-from funcdiff import functional, linalg, special  # noqa: E402  (need the rules registered)
+from funcdiff.autograd.engine import backward, grad
+from funcdiff.autograd.function import Function, FunctionCtx, once_differentiable
 
 __version__ = "0.1.0"
 

@@ -130,7 +130,10 @@ def _describe(a: np.ndarray, b: np.ndarray) -> str:
     err = np.abs(a - b)
     k = int(np.argmax(err)) if err.size else 0
     idx = np.unravel_index(k, err.shape) if err.size else ()
-    return f"max abs error {err.max() if err.size else 0:.3g} at {idx}: got {a.ravel()[k] if a.size else None!r}, expected {b.ravel()[k] if b.size else None!r}"
+    got = a.ravel()[k] if a.size else None
+    expected = b.ravel()[k] if b.size else None
+    worst = err.max() if err.size else 0.0
+    return f"max abs error {worst:.3g} at {idx}: got {got!r}, expected {expected!r}"
 
 
 def check_rule_case(

@@ -88,7 +88,8 @@ class TestBackwardSemantics:
 
     def test_gradient_of_wrong_shape(self) -> None:
         y = leaf([1.0, 2.0]) * 2
-        with pytest.raises(RuntimeError, match=r"Mismatch in shape: grad_output\[0\] has a shape of \(3,\)"):
+        expected = r"Mismatch in shape: grad_output\[0\] has a shape of \(3,\)"
+        with pytest.raises(RuntimeError, match=expected):
             y.backward(np.ones(3))
 
     def test_gradient_of_wrong_type(self) -> None:
