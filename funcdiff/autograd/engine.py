@@ -204,7 +204,8 @@ def run_backward(
             root_nodes.append(node)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    # Count, for every reachable node, how many edges lead into it.
+    # Count, for every reachable node, how many edges lead into it. (Edges are never
+    # None: nodes keep edges only to inputs that require grad.)
     capture: dict[Node, list[int]] = {}
     if targets is not None:
         for node, nr in targets:
@@ -214,11 +215,7 @@ def run_backward(
     seen = set(root_nodes)
     untargeted_leaf = False
     while stack:
-        node = stack.pop()
-        for edge in node.edges:
-            if edge is None:
-                continue
-            child = edge[0]
+        for child, _ in stack.pop().edges:
             if child in deps:
                 deps[child] += 1
             else:
@@ -244,48 +241,93 @@ def run_backward(
     try:
         while ready:
             node = ready.pop()
+            edges = node.edges
             grads = buffers.pop(node, None)
-            if grads is not None:
-                if node.pre_hooks:
-                    for nr, hooks in node.pre_hooks.items():
-                        if grads[nr] is not None and hooks:
-                            grads[nr] = _run_hooks(hooks, grads[nr], create_graph)
-                if node.retained and accumulate:
-                    for nr, ref in node.retained.items():
-                        t = ref()
-                        if t is not None and grads[nr] is not None:
-                            _accumulate_into(t, grads[nr], create_graph)
-                if capture and node in capture:
-                    for nr in capture[node]:
-                        captured[(node, nr)] = grads[nr]
-                if type(node) is AccumulateGrad:
-                    if accumulate and (targets is None or node in capture):
+            if grads is None:  # nothing reached this node: only release its inputs
+                for child, _ in edges:
+                    deps[child] -= 1
+                    if not deps[child]:
+                        ready.append(child)
+                continue
+            if node.pre_hooks or node.retained:
+                _run_tensor_hooks(node, grads, accumulate, create_graph)
+            if capture and node in capture:
+                for nr in capture[node]:
+                    captured[(node, nr)] = grads[nr]
+            if not edges:
+                if accumulate and type(node) is AccumulateGrad:
+                    if targets is None or node in capture:
                         t = node.variable
                         if t is not None:
                             _accumulate_into(t, grads[0], create_graph)
-                elif runnable is None or node in runnable:
-                    _propagate(node, grads, buffers, create_graph, batch_shape)
-                    if not retain_graph:
-                        node.release()
-            for edge in node.edges:
-                if edge is not None:
-                    child = edge[0]
-                    left = deps[child] - 1
-                    deps[child] = left
-                    if not left:
-                        ready.append(child)
+                continue
+            in_grads = None
+            if runnable is None or node in runnable:
+                if len(grads) > 1:
+                    _fill_missing(node, grads, create_graph, batch_shape)
+                in_grads = node.apply(grads, create_graph)
+                if not retain_graph:
+                    node.release()
+            for k, (child, nr) in enumerate(edges):
+                if in_grads is not None:
+                    g = in_grads[k]
+                    if g is not None:
+                        meta = child.out_meta[nr]
+                        # Usually the rule returns exactly the input's shape and dtype.
+                        if (
+                            batch_shape
+                            or type(g) is not np.ndarray
+                            or g.shape != meta[0]
+                            or g.dtype != meta[1]
+                        ):
+                            g = _fit(g, meta, batch_shape)
+                        buf = buffers.get(child)
+                        if buf is None:
+                            if len(child.out_meta) == 1:
+                                buffers[child] = [g]
+                            else:
+                                buf = buffers[child] = [None] * len(child.out_meta)
+                                buf[nr] = g
+                        else:
+                            old = buf[nr]
+                            buf[nr] = g if old is None else old + g
+                left = deps[child] - 1
+                deps[child] = left
+                if not left:
+                    ready.append(child)
     finally:
         _state.grad_enabled = previous_mode
     return captured
+
+
+def _run_tensor_hooks(node: Node, grads: list, accumulate: bool, create_graph: bool) -> None:
+    """Hooks registered on the node's output tensors, then ``retain_grad`` storage."""
+    if node.pre_hooks:
+        for nr, hooks in node.pre_hooks.items():
+            if grads[nr] is not None and hooks:
+                grads[nr] = _run_hooks(hooks, grads[nr], create_graph)
+    if node.retained and accumulate:
+        for nr, ref in node.retained.items():
+            t = ref()
+            if t is not None and grads[nr] is not None:
+                _accumulate_into(t, grads[nr], create_graph)
+
+
+def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tuple) -> None:
+    """Zeros for the outputs of a multi-output node that received no cotangent."""
+    for i, g in enumerate(grads):
+        if g is None:
+            shape, dtype = node.out_meta[i]
+            zeros = np.zeros(batch_shape + shape, dtype=dtype)
+            grads[i] = _wrap(zeros, False, None, 0) if create_graph else zeros
 
 
 def _nodes_leading_to(capture: dict, seen: set) -> set:
     """Nodes with an input from which a node in ``capture`` can be reached."""
     consumers: dict[Node, list[Node]] = {}
     for node in seen:
-        for edge in node.edges:
-            if edge is not None:
-                consumers.setdefault(edge[0], []).append(node)
+        for child, _ in node.edges:
+            consumers.setdefault(child, []).append(node)
     frontier = [n for n in capture if n in seen]
     reach = set(frontier)
     runnable: set[Node] = set()
@@ -297,35 +339,6 @@ def _nodes_leading_to(capture: dict, seen: set) -> set:
                 reach.add(parent)
                 frontier.append(parent)
     return runnable
-
-
-def _propagate(
-    node: Node, grads: list, buffers: dict, create_graph: bool, batch_shape: tuple[int, ...]
-) -> None:
-    """Run ``node``'s rule and add the resulting cotangents to its inputs' buffers."""
-    if len(grads) > 1:
-        for i, g in enumerate(grads):
-            if g is None:
-                shape, dtype = node.out_meta[i]
-                zeros = np.zeros(batch_shape + shape, dtype=dtype)
-                grads[i] = _wrap(zeros, False, None, 0) if create_graph else zeros
-    in_grads = node.apply(grads, create_graph)
-    for edge, g in zip(node.edges, in_grads):
-        if g is None or edge is None:
-            continue
-        child, nr = edge
-        meta = child.out_meta[nr]
-        # The common case: the rule returned exactly the input's shape and dtype.
-        if batch_shape or type(g) is not np.ndarray or g.shape != meta[0] or g.dtype != meta[1]:
-            g = _fit(g, meta, batch_shape)
-        buf = buffers.get(child)
-        if buf is None:
-            if len(child.out_meta) == 1:
-                buffers[child] = [g]
-                continue
-            buf = buffers[child] = [None] * len(child.out_meta)
-        old = buf[nr]
-        buf[nr] = g if old is None else old + g
 
 
 def backward(
