@@ -12,7 +12,7 @@ tensor([ 0.75, 12.  ], grad_fn=<MultiplyBackward>)
 tensor([ 0., 12.])
 """
 
-from funcdiff import autograd, functional, linalg, special
+from funcdiff import autograd, functional, linalg, optimize, special
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
 from funcdiff._tensor import Tensor, tensor
 from funcdiff.autograd import (
@@ -24,6 +24,13 @@ from funcdiff.autograd import (
 )
 from funcdiff.autograd.engine import backward, grad
 from funcdiff.autograd.function import Function, FunctionCtx, once_differentiable
+from funcdiff.check import (
+    DerivativeReport,
+    GradcheckError,
+    check_derivatives,
+    gradcheck,
+    gradgradcheck,
+)
 
 __version__ = "0.1.0"
 
@@ -36,6 +43,12 @@ __all__ = [
     "functional",
     "linalg",
     "special",
+    "optimize",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
+    "check_derivatives",
+    "DerivativeReport",
     "Function",
     "FunctionCtx",
     "once_differentiable",

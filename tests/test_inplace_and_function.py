@@ -245,3 +245,51 @@ def test_index_tensor_modified_in_place_is_refused() -> None:
     idx[0] = 1
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+class MatVec(fd.Function):
+    """y = A x with a backward written for a single cotangent."""
+
+    @staticmethod
+    def forward(ctx, a, x):
+        ctx.save_for_backward(a)
+        return fd.tensor(a.data @ x.data)
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        return None, fd.tensor(a.data.T) @ g
+
+
+def test_batched_cotangents_reach_an_unbatched_backward_one_at_a_time() -> None:
+    a = np.arange(6.0).reshape(2, 3)
+    x = leaf([1.0, -1.0, 0.5])
+    y = MatVec.apply(fd.tensor(a), x)
+    (jac,) = fd.grad(y, x, np.eye(2), is_grads_batched=True)
+    np.testing.assert_allclose(jac.data, a)
+    from funcdiff.functional import jacobian
+
+    np.testing.assert_allclose(
+        jacobian(lambda t: MatVec.apply(fd.tensor(a), t), x, vectorize=True).data, a
+    )
+
+
+def test_batched_backward_flag_passes_the_whole_batch() -> None:
+    seen = []
+
+    class Double(fd.Function):
+        batched_backward = True
+
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            seen.append(g.shape)
+            return g * 2
+
+    x = leaf([1.0, 2.0, 3.0])
+    (jac,) = fd.grad(Double.apply(x), x, np.eye(3), is_grads_batched=True)
+    np.testing.assert_allclose(jac.data, 2 * np.eye(3))
+    assert seen == [(3, 3)]

@@ -104,6 +104,10 @@ class FunctionNode(Node):
                 "trying to differentiate twice a function that was marked with "
                 "@once_differentiable"
             )
+        batch = self._batch_size(grads)
+        if batch is not None and not getattr(self.fn_cls, "batched_backward", False):
+            # backward was written for one cotangent: run it once per batch entry.
+            return self._apply_looped(grads, create_graph, batch)
         tensors = []
         for (shape, dtype), g in zip(self.out_meta, grads):
             if g is None:
@@ -132,11 +136,40 @@ class FunctionNode(Node):
         return out
 
 
+    def _batch_size(self, grads: list) -> int | None:
+        for (shape, _), g in zip(self.out_meta, grads):
+            if g is not None and np.ndim(g) == len(shape) + 1:
+                return int(np.shape(g)[0])
+        return None
+
+    def _apply_looped(self, grads: list, create_graph: bool, batch: int) -> list:
+        rows = [
+            self.apply([None if g is None else g[b] for g in grads], create_graph)
+            for b in range(batch)
+        ]
+        out = []
+        for k, (child, nr) in enumerate(self.edges):
+            column = [row[k] for row in rows]
+            if all(r is None for r in column):
+                out.append(None)
+                continue
+            shape, dtype = child.out_meta[nr]
+            column = [np.zeros(shape, dtype=dtype) if r is None else r for r in column]
+            # Entries may broadcast to the input (the engine unbroadcasts per call).
+            column = [r if np.shape(r) == shape else np.broadcast_to(r, shape) for r in column]
+            out.append(np.stack(column))
+        return out
+
+
 class Function:
     """Base class for custom differentiable operations.
 
     Subclass it with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``
     and call ``MyFunction.apply(*args)``.
+
+    A batch of cotangents (``is_grads_batched=True``, ``vectorize=True``) reaches
+    ``backward`` one entry at a time, unless the class sets ``batched_backward = True``
+    to say that its backward accepts cotangents with one extra leading batch axis.
 
     Examples
     --------

@@ -1,0 +1,561 @@
+"""Exact derivatives for ``scipy.optimize``.
+
+``minimize``, ``least_squares`` and ``root`` wrap SciPy's functions of the same name
+and supply exact derivatives computed by funcdiff: ``jac`` always, and ``hess`` or
+``hessp`` for the methods that use them. The objective is plain NumPy code taking a
+1-d float64 array.
+
+* Values are cached per ``x`` (the last two points): ``fun``, ``jac``, ``hess`` and
+  ``hessp`` at the same point share one recorded forward pass, and every ``hessp``
+  at that point reuses one recorded gradient.
+* Everything handed back to SciPy is a Python float or a float64 ndarray, never a
+  Tensor, so every method (L-BFGS-B's Fortran code included) accepts it.
+* :func:`jacobian_operator` and :func:`hessian_operator` give matrix-free
+  ``scipy.sparse.linalg.LinearOperator`` objects (``matvec``/``rmatvec``) for
+  ``least_squares(tr_solver="lsmr")``, Newton-CG or Krylov solvers.
+
+Which SciPy methods get what (``minimize``)
+--------------------------------------------
+==================================================  ==========================
+method                                              supplied
+==================================================  ==========================
+Nelder-Mead, Powell, COBYLA, COBYQA                  nothing (derivative-free)
+CG, BFGS, L-BFGS-B, TNC, SLSQP, default (None)       ``jac``
+Newton-CG, trust-ncg, trust-krylov, trust-constr     ``jac`` and ``hessp``
+dogleg, trust-exact                                  ``jac`` and dense ``hess``
+==================================================  ==========================
+
+Anything you pass yourself (``jac=``, ``hess=``, ``hessp=``) is used instead.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor, tensor
+from funcdiff.autograd.engine import grad
+from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff.check import _batch_safe, _jvp, _vjp_rows
+
+__all__ = [
+    "Derivatives",
+    "derivatives",
+    "minimize",
+    "least_squares",
+    "root",
+    "jacobian_operator",
+    "hessian_operator",
+]
+
+_DERIVATIVE_FREE = {"nelder-mead", "powell", "cobyla", "cobyqa"}
+_HESSP_METHODS = {"newton-cg", "trust-ncg", "trust-krylov", "trust-constr"}
+_HESS_METHODS = {"dogleg", "trust-exact"}
+_ROOT_JAC_METHODS = {"hybr", "lm"}
+
+
+def _as_x(x: Any, name: str = "x") -> np.ndarray:
+    if isinstance(x, Tensor):
+        x = x.data
+    try:
+        arr = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    return arr
+
+
+class _Point:
+    """Everything recorded at one x: the forward graph and what was derived from it."""
+
+    __slots__ = ("x", "xt", "out", "value", "grad", "ggraph", "jac")
+
+    def __init__(self, x: np.ndarray, xt: Tensor, out: Any, value: Any) -> None:
+        self.x = x
+        self.xt = xt
+        self.out = out
+        self.value = value
+        self.grad: np.ndarray | None = None
+        self.ggraph: Tensor | None = None
+        self.jac: np.ndarray | None = None
+
+
+class Derivatives:
+    """Exact ``fun``, ``jac``, ``hess`` and ``hessp`` callables for SciPy, with caching.
+
+    Parameters
+    ----------
+    fun : callable
+        ``fun(x, *args, **kwargs)`` written with NumPy calls. Scalar-valued for
+        ``minimize`` (then ``jac`` is the gradient, ``hess`` the Hessian); vector-valued
+        for ``least_squares`` and ``root`` (then ``jac`` is the (m, n) Jacobian).
+    args : tuple
+        Extra positional arguments for ``fun``, used when the callables are called with
+        none (SciPy passes its own ``args`` through instead).
+
+    Attributes
+    ----------
+    n_forward : int
+        Forward passes recorded so far (one per distinct ``x``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from funcdiff import optimize
+    >>> d = optimize.derivatives(lambda x: np.sum(x ** 4))
+    >>> d.fun(np.array([1.0, 2.0])), d.jac(np.array([1.0, 2.0]))
+    (17.0, array([ 4., 32.]))
+    >>> d.hessp(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+    array([12.,  0.])
+    >>> d.n_forward
+    1
+    """
+
+    def __init__(
+        self, fun: Callable[..., Any], args: Sequence[Any] = (), cache_size: int = 2
+    ) -> None:
+        if not callable(fun):
+            raise TypeError(f"fun must be callable, got {type(fun).__name__}")
+        self._fun = fun
+        self._args = tuple(args)
+        self._cache: OrderedDict = OrderedDict()
+        self._cache_size = max(1, int(cache_size))
+        self.n_forward = 0
+
+    # ------------------------------------------------------------------ the cache
+    def _point(self, x: Any, args: tuple, kwargs: dict) -> _Point:
+        xa = _as_x(x)
+        if not args and not kwargs:
+            args = self._args
+        key = (
+            xa.shape,
+            xa.tobytes(),
+            tuple(id(a) for a in args),
+            tuple(sorted((k, id(v)) for k, v in kwargs.items())),
+        )
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return hit
+        xt = tensor(xa, requires_grad=True)
+        with enable_grad():
+            out = self._fun(xt, *args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            raise TypeError(
+                "fun must return one number or array, got a "
+                f"{type(out).__name__}; for SciPy's jac=True convention pass fun alone, "
+                "funcdiff computes the derivative"
+            )
+        data = out.data if isinstance(out, Tensor) else out
+        try:
+            value = np.asarray(data, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"fun must return numbers, got {type(out).__name__}: {exc}") from None
+        point = _Point(xa.copy(), xt, out, value)
+        self.n_forward += 1
+        self._cache[key] = point
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+        return point
+
+    def _scalar(self, point: _Point, what: str) -> None:
+        if point.value.size != 1:
+            raise ValueError(
+                f"{what} needs a scalar-valued fun, but fun returned shape {point.value.shape}; "
+                "use jac for the Jacobian of a vector-valued fun"
+            )
+
+    def _live(self, point: _Point) -> bool:
+        return isinstance(point.out, Tensor) and point.out.requires_grad
+
+    def _ggraph(self, point: _Point) -> Tensor | None:
+        """The gradient recorded with create_graph (for hess and hessp)."""
+        if point.ggraph is None and self._live(point):
+            with enable_grad():
+                (g,) = grad(
+                    point.out, point.xt, create_graph=True, retain_graph=True, allow_unused=True
+                )
+            point.ggraph = g
+            if point.grad is None and g is not None:
+                point.grad = np.array(g.data, dtype=np.float64)
+        return point.ggraph
+
+    # ------------------------------------------------------------------ SciPy callables
+    def fun(self, x: Any, *args: Any, **kwargs: Any) -> Any:
+        """The value: a float for a scalar fun, else a float64 array."""
+        v = self._point(x, args, kwargs).value
+        return float(v.reshape(())) if v.size == 1 and v.ndim <= 1 else v.copy()
+
+    def jac(self, x: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        """Gradient (shape of x) of a scalar fun, or the (m, n) Jacobian of a vector fun."""
+        point = self._point(x, args, kwargs)
+        xa = point.x
+        if point.value.size == 1 and point.value.ndim <= 1:
+            if point.grad is None:
+                if not self._live(point):
+                    point.grad = np.zeros(xa.shape)
+                else:
+                    with enable_grad():
+                        (g,) = grad(point.out, point.xt, retain_graph=True, allow_unused=True)
+                    point.grad = (
+                        np.zeros(xa.shape) if g is None else np.array(g.data, dtype=np.float64)
+                    )
+            return point.grad.copy()
+        if point.jac is None:
+            point.jac = self._jacobian(point)
+        return point.jac.copy()
+
+    def _jacobian(self, point: _Point) -> np.ndarray:
+        m, n = point.value.size, point.x.size
+        if not self._live(point):
+            return np.zeros((m, n))
+        with enable_grad():
+            if m <= n or not _batch_safe([point.out]):
+                rows = _vjp_rows(point.out, [point.xt])[0]
+                return np.asarray(rows, dtype=np.float64).reshape(m, n)
+            # Tall Jacobian: n forward-mode products in one batched pass.
+            basis = np.eye(n).reshape((n,) + point.x.shape)
+            cols = _jvp([point.out], [point.xt], [basis], batched=True)[0]
+        return np.asarray(cols, dtype=np.float64).reshape(n, m).T.copy()
+
+    def fun_and_jac(self, x: Any, *args: Any, **kwargs: Any) -> tuple[Any, np.ndarray]:
+        """``(fun(x), jac(x))`` for SciPy's ``jac=True`` convention."""
+        return self.fun(x, *args, **kwargs), self.jac(x, *args, **kwargs)
+
+    def hess(self, x: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        """Dense Hessian (n, n) of a scalar fun."""
+        point = self._point(x, args, kwargs)
+        self._scalar(point, "hess")
+        n = point.x.size
+        g = self._ggraph(point)
+        if g is None:
+            return np.zeros((n, n))
+        with enable_grad():
+            rows = _vjp_rows(g, [point.xt])[0]
+        return np.asarray(rows, dtype=np.float64).reshape(n, n)
+
+    def hessp(self, x: Any, p: Any, *args: Any, **kwargs: Any) -> np.ndarray:
+        """Hessian-vector product ``H(x) p`` of a scalar fun (SciPy's ``hessp(x, p)``)."""
+        point = self._point(x, args, kwargs)
+        self._scalar(point, "hessp")
+        pa = _as_x(p, "p")
+        if pa.size != point.x.size:
+            raise ValueError(f"p has {pa.size} elements, x has {point.x.size}")
+        g = self._ggraph(point)
+        if g is None or not g.requires_grad:
+            return np.zeros(point.x.shape)
+        with enable_grad():
+            (hp,) = grad(
+                g, point.xt, pa.reshape(point.x.shape), retain_graph=True, allow_unused=True
+            )
+        return np.zeros(point.x.shape) if hp is None else np.array(hp.data, dtype=np.float64)
+
+
+def derivatives(fun: Callable[..., Any], args: Sequence[Any] = ()) -> Derivatives:
+    """``fun`` with exact, cached ``.fun``, ``.jac``, ``.hess`` and ``.hessp`` for SciPy.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import scipy.optimize
+    >>> from funcdiff import optimize
+    >>> d = optimize.derivatives(lambda x: np.sum((x - 3.0) ** 2))
+    >>> res = scipy.optimize.minimize(d.fun, np.zeros(2), jac=d.jac, method="BFGS")
+    >>> np.round(res.x, 6)
+    array([3., 3.])
+    """
+    return Derivatives(fun, args)
+
+
+def _method_name(method: Any) -> str | None:
+    return method.lower() if isinstance(method, str) else None
+
+
+def _clean(res: Any) -> Any:
+    """Make sure no Tensor leaks into the result; arrays become float64."""
+    for key in list(res.keys()):
+        v = res[key]
+        if isinstance(v, Tensor):
+            res[key] = np.array(v.data, dtype=np.float64)
+        elif isinstance(v, np.ndarray) and v.dtype.kind == "f" and v.dtype != np.float64:
+            res[key] = v.astype(np.float64)
+    return res
+
+
+def minimize(
+    fun: Callable[..., Any],
+    x0: Any,
+    args: Sequence[Any] = (),
+    method: Any = None,
+    jac: Any = None,
+    hess: Any = None,
+    hessp: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """``scipy.optimize.minimize`` with exact derivatives from funcdiff.
+
+    Parameters
+    ----------
+    fun : callable
+        Scalar objective ``fun(x, *args)`` written with NumPy calls.
+    x0 : array_like
+        Starting point (1-d).
+    args : tuple
+        Extra arguments for ``fun``.
+    method : str or callable, optional
+        Any SciPy method; derivatives are supplied as the method needs them (see the
+        module docstring).
+    jac, hess, hessp : optional
+        Your own values replace funcdiff's (e.g. ``jac="2-point"``).
+    **kwargs
+        Passed to ``scipy.optimize.minimize`` (bounds, constraints, tol, options, ...).
+
+    Returns
+    -------
+    scipy.optimize.OptimizeResult
+        SciPy's result, with float64 arrays.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from funcdiff import optimize
+    >>> def rosen(x):
+    ...     return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+    >>> res = optimize.minimize(rosen, np.zeros(5), method="trust-exact")
+    >>> res.success, np.allclose(res.x, 1.0)
+    (True, True)
+    """
+    import scipy.optimize
+
+    d = Derivatives(fun, args)
+    name = _method_name(method)
+    if jac is None and name not in _DERIVATIVE_FREE:
+        jac = d.jac
+    if hess is None and hessp is None:
+        if name in _HESSP_METHODS:
+            hessp = d.hessp
+        elif name in _HESS_METHODS:
+            hess = d.hess
+    x0 = _as_x(x0, "x0")
+    res = scipy.optimize.minimize(
+        d.fun, x0, args=tuple(args), method=method, jac=jac, hess=hess, hessp=hessp, **kwargs
+    )
+    return _clean(res)
+
+
+def least_squares(
+    fun: Callable[..., Any],
+    x0: Any,
+    jac: Any = None,
+    args: Sequence[Any] = (),
+    kwargs: dict | None = None,
+    **options: Any,
+) -> Any:
+    """``scipy.optimize.least_squares`` with the exact (m, n) Jacobian of the residuals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from funcdiff import optimize
+    >>> t = np.linspace(0, 1, 8)
+    >>> y = 2.0 * np.exp(-1.5 * t)
+    >>> res = optimize.least_squares(lambda p: p[0] * np.exp(-p[1] * t) - y, np.ones(2))
+    >>> np.round(res.x, 6)
+    array([2. , 1.5])
+    """
+    import scipy.optimize
+
+    d = Derivatives(fun, args)
+    if jac is None:
+        jac = d.jac
+    res = scipy.optimize.least_squares(
+        d.fun, _as_x(x0, "x0"), jac=jac, args=tuple(args), kwargs=kwargs or {}, **options
+    )
+    return _clean(res)
+
+
+def root(
+    fun: Callable[..., Any],
+    x0: Any,
+    args: Sequence[Any] = (),
+    method: str = "hybr",
+    jac: Any = None,
+    **kwargs: Any,
+) -> Any:
+    """``scipy.optimize.root`` with the exact Jacobian (for ``hybr`` and ``lm``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from funcdiff import optimize
+    >>> res = optimize.root(lambda x: x ** 3 - np.array([8.0, 27.0]), np.ones(2))
+    >>> np.round(res.x, 8)
+    array([2., 3.])
+    """
+    import scipy.optimize
+
+    d = Derivatives(fun, args)
+    if jac is None and _method_name(method) in _ROOT_JAC_METHODS:
+        jac = d.jac
+    res = scipy.optimize.root(
+        d.fun, _as_x(x0, "x0"), args=tuple(args), method=method, jac=jac, **kwargs
+    )
+    return _clean(res)
+
+
+def jacobian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ()) -> Any:
+    """The Jacobian of ``fun`` at ``x`` as a matrix-free ``LinearOperator`` (m, n).
+
+    ``matvec(v)`` is ``J v`` (a forward-mode product by the double-backward trick),
+    ``rmatvec(u)`` is ``J^T u`` (a reverse-mode product); both reuse one recorded graph.
+    Inputs and outputs are flattened.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from funcdiff import optimize
+    >>> J = optimize.jacobian_operator(lambda x: x[:2] * x[1:], np.array([1.0, 2.0, 3.0]))
+    >>> J.shape, J.matvec(np.array([1.0, 0.0, 0.0])), J.rmatvec(np.array([1.0, 1.0]))
+    ((2, 3), array([2., 0.]), array([2., 4., 2.]))
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    xa = _as_x(x)
+    xt = tensor(xa, requires_grad=True)
+    with enable_grad():
+        out = fun(xt, *args)
+    out_data = np.asarray(out.data if isinstance(out, Tensor) else out)
+    m, n = out_data.size, xa.size
+    live = isinstance(out, Tensor) and out.requires_grad
+    state: dict[str, Any] = {}
+
+    def trick() -> tuple[Tensor, Tensor | None]:
+        # g(u) = J^T u recorded with create_graph: d<g(u), v>/du = J v.
+        if "u" not in state:
+            u = tensor(np.zeros(out_data.shape, dtype=out.dtype), requires_grad=True)
+            with enable_grad():
+                (g,) = grad(out, xt, u, create_graph=True, retain_graph=True, allow_unused=True)
+            state["u"], state["g"] = u, g
+        return state["u"], state["g"]
+
+    def matvec(v: np.ndarray) -> np.ndarray:
+        v = np.asarray(v, dtype=np.float64).reshape(xa.shape)
+        if not live:
+            return np.zeros(m)
+        u, g = trick()
+        if g is None or not g.requires_grad:
+            return np.zeros(m)
+        with enable_grad():
+            (jv,) = grad(g, u, v, retain_graph=True, allow_unused=True)
+        return np.zeros(m) if jv is None else np.array(jv.data, dtype=np.float64).ravel()
+
+    def rmatvec(w: np.ndarray) -> np.ndarray:
+        w = np.asarray(w, dtype=np.float64).reshape(out_data.shape)
+        if not live:
+            return np.zeros(n)
+        with enable_grad():
+            (r,) = grad(out, xt, w, retain_graph=True, allow_unused=True)
+        return np.zeros(n) if r is None else np.array(r.data, dtype=np.float64).ravel()
+
+    def matmat(V: np.ndarray) -> np.ndarray:
+        V = np.asarray(V, dtype=np.float64)
+        if not live or not _batch_safe([out]):
+            return np.column_stack([matvec(c) for c in V.T]) if V.shape[1] else np.zeros((m, 0))
+        u, g = trick()
+        if g is None or not g.requires_grad or not _batch_safe([g]):
+            return np.column_stack([matvec(c) for c in V.T]) if V.shape[1] else np.zeros((m, 0))
+        with enable_grad():
+            (jv,) = grad(
+                g,
+                u,
+                V.T.reshape((V.shape[1],) + xa.shape),
+                retain_graph=True,
+                allow_unused=True,
+                is_grads_batched=True,
+            )
+        if jv is None:
+            return np.zeros((m, V.shape[1]))
+        return np.array(jv.data, dtype=np.float64).reshape(V.shape[1], m).T
+
+    def rmatmat(W: np.ndarray) -> np.ndarray:
+        W = np.asarray(W, dtype=np.float64)
+        if not live or not _batch_safe([out]):
+            return np.column_stack([rmatvec(c) for c in W.T]) if W.shape[1] else np.zeros((n, 0))
+        with enable_grad():
+            (r,) = grad(
+                out,
+                xt,
+                W.T.reshape((W.shape[1],) + out_data.shape),
+                retain_graph=True,
+                allow_unused=True,
+                is_grads_batched=True,
+            )
+        if r is None:
+            return np.zeros((n, W.shape[1]))
+        return np.array(r.data, dtype=np.float64).reshape(W.shape[1], n).T
+
+    return LinearOperator(
+        (m, n), matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=np.float64
+    )
+
+
+def hessian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ()) -> Any:
+    """The Hessian of a scalar ``fun`` at ``x`` as a matrix-free ``LinearOperator`` (n, n).
+
+    ``matvec(v)`` is the Hessian-vector product and ``rmatvec(v)`` the vector-Hessian
+    product, both by reverse over reverse on one recorded gradient (they coincide, the
+    Hessian being symmetric).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from funcdiff import optimize
+    >>> H = optimize.hessian_operator(lambda x: x[0] ** 2 * x[1], np.array([1.0, 3.0]))
+    >>> H.matvec(np.array([1.0, 0.0]))
+    array([6., 2.])
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    xa = _as_x(x)
+    n = xa.size
+    xt = tensor(xa, requires_grad=True)
+    with enable_grad():
+        out = fun(xt, *args)
+    if np.size(out.data if isinstance(out, Tensor) else out) != 1:
+        raise ValueError("hessian_operator needs a scalar-valued fun")
+    g = None
+    if isinstance(out, Tensor) and out.requires_grad:
+        with enable_grad():
+            (g,) = grad(out, xt, create_graph=True, retain_graph=True, allow_unused=True)
+    live = g is not None and g.requires_grad
+
+    def matvec(v: np.ndarray) -> np.ndarray:
+        if not live:
+            return np.zeros(n)
+        v = np.asarray(v, dtype=np.float64).reshape(xa.shape)
+        with enable_grad():
+            (hv,) = grad(g, xt, v, retain_graph=True, allow_unused=True)
+        return np.zeros(n) if hv is None else np.array(hv.data, dtype=np.float64).ravel()
+
+    def matmat(V: np.ndarray) -> np.ndarray:
+        V = np.asarray(V, dtype=np.float64)
+        if not live or not _batch_safe([g]):
+            return np.column_stack([matvec(c) for c in V.T]) if V.shape[1] else np.zeros((n, 0))
+        with enable_grad():
+            (hv,) = grad(
+                g,
+                xt,
+                V.T.reshape((V.shape[1],) + xa.shape),
+                retain_graph=True,
+                allow_unused=True,
+                is_grads_batched=True,
+            )
+        if hv is None:
+            return np.zeros((n, V.shape[1]))
+        return np.array(hv.data, dtype=np.float64).reshape(V.shape[1], n).T
+
+    return LinearOperator(
+        (n, n), matvec=matvec, rmatvec=matvec, matmat=matmat, rmatmat=matmat, dtype=np.float64
+    )
