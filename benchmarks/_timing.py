@@ -1,0 +1,136 @@
+"""Adaptive timing: median seconds per call over repeats sized to a time budget."""
+
+from __future__ import annotations
+
+import gc
+import math
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass
+class Timing:
+    """Per-call statistics of one measured callable (seconds)."""
+
+    median: float
+    best: float
+    q1: float
+    q3: float
+    repeats: int
+    number: int
+    cpu_median: float
+    wall_median: float
+    gc_share: float = 0.0  # share of the timed wall-clock time spent in garbage collection
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "median_s": self.median,
+            "min_s": self.best,
+            "q1_s": self.q1,
+            "q3_s": self.q3,
+            "repeats": self.repeats,
+            "number": self.number,
+            "cpu_median_s": self.cpu_median,
+            "wall_median_s": self.wall_median,
+            "gc_share": self.gc_share,
+        }
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long to spend on one cell.
+
+    ``seconds`` is the target total; ``block`` the shortest timed block (short calls are
+    looped ``number`` times per block so the clock's resolution does not matter);
+    ``min_repeats`` applies to calls shorter than ``slow``, ``slow_repeats`` to longer ones.
+    ``clock`` picks the statistic reported as ``median``: wall-clock time, or the process
+    CPU time, which ignores time spent waiting for a core (everything runs on one thread,
+    so on an idle machine the two agree). ``gc_freeze`` moves every object alive before the
+    timing into the collector's permanent generation, so that full collections triggered
+    by the timed code walk only what that code allocates, not the whole process's heap.
+    """
+
+    seconds: float = 0.4
+    block: float = 0.002
+    min_repeats: int = 5
+    max_repeats: int = 41
+    slow: float = 0.25
+    slow_repeats: int = 3
+    clock: str = "wall"  # or "cpu": process CPU time, steadier on a shared machine
+    gc_freeze: bool = True  # gc.freeze() before timing: full collections skip older objects
+
+
+FULL = Budget()
+QUICK = Budget(seconds=0.06, block=0.001, min_repeats=3, max_repeats=15, slow_repeats=1)
+
+
+def measure(fn: Callable[[], object], budget: Budget = FULL) -> Timing:
+    """Time ``fn()``: one probe call sizes the loop, then the median of the repeats.
+
+    The caller has already run ``fn`` once (the correctness check), so caches, JIT
+    compilation and first-touch page faults are outside the timed region. Wall-clock
+    time is the measure; the process CPU time of the same blocks is kept alongside,
+    because on a busy machine the two part ways (wall >> CPU means the run was
+    competing for a core).
+    """
+    gc.collect()
+    if budget.gc_freeze:
+        gc.freeze()
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    fn()
+    probe = time.perf_counter() - t0
+    probe_cpu = time.process_time() - c0
+    number = 1
+    if probe < budget.block:
+        number = max(1, math.ceil(budget.block / max(probe, 1e-7)))
+    per_block = probe * number
+    floor = budget.min_repeats if probe < budget.slow else budget.slow_repeats
+    repeats = int(min(budget.max_repeats, max(floor, budget.seconds // max(per_block, 1e-9))))
+    if probe >= budget.slow and budget.slow_repeats == 1:
+        # A slow call in quick mode: the probe is the measurement.
+        t = probe_cpu if budget.clock == "cpu" else probe
+        return Timing(t, t, t, t, 1, 1, probe_cpu, probe)
+    wall, cpu = [], []
+    perf, proc = time.perf_counter, time.process_time
+    in_gc = _GcClock()
+    gc.callbacks.append(in_gc)
+    try:
+        for _ in range(repeats):
+            c0 = proc()
+            t0 = perf()
+            for _ in range(number):
+                fn()
+            wall.append((perf() - t0) / number)
+            cpu.append((proc() - c0) / number)
+    finally:
+        gc.callbacks.remove(in_gc)
+    samples = cpu if budget.clock == "cpu" else wall
+    q = statistics.quantiles(samples, n=4) if len(samples) >= 2 else samples * 3
+    return Timing(
+        statistics.median(samples),
+        min(samples),
+        q[0],
+        q[2],
+        repeats,
+        number,
+        statistics.median(cpu),
+        statistics.median(wall),
+        in_gc.total / (sum(wall) * number) if wall else 0.0,
+    )
+
+
+class _GcClock:
+    """A ``gc.callbacks`` entry that adds up the wall-clock time of collections."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self._start = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.total += time.perf_counter() - self._start
