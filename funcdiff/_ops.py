@@ -15,7 +15,13 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions, describe_value
+from funcdiff.autograd.graph import (
+    FREED_GRAPH_MESSAGE,
+    Node,
+    describe_value,
+    raise_modified,
+    version_of,
+)
 from funcdiff.rules._registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 
 __all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode"]
@@ -38,14 +44,31 @@ class RuleNode(Node):
         self.ans = None
         self.checks = ()
 
-    def describe_saved(self, label: Any) -> str:
+    def saved_value(self, label: Any) -> Any:
+        """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
         key, sub = label
-        if key == "ans":
-            value = self.ans[sub] if self.multi else self.ans
-            return f"{describe_value(value)}, which is output {sub} of {self.name()},"
         value = self.args[key] if isinstance(key, int) else self.kwargs[key]
-        if sub is not None:
-            value = value[sub]
+        return value if sub is None else value[sub]
+
+    def check_saved(self) -> None:
+        """Raise if a value this node's rule reads was modified in place since."""
+        checks = self.checks
+        for k in range(0, len(checks), 2):
+            label = checks[k]
+            if label == "ans":
+                if self.modified:
+                    raise_modified(self, "ans", None, None)
+                continue
+            current = version_of(self.saved_value(label))
+            if current != checks[k + 1]:
+                raise_modified(self, label, current, checks[k + 1])
+
+    def describe_saved(self, label: Any) -> str:
+        if label == "ans":
+            value = self.ans[0] if self.multi else self.ans
+            return f"{describe_value(value)}, which is an output of {self.name()},"
+        key = label[0]
+        value = self.saved_value(label)
         where = ""
         if isinstance(value, Tensor) and value.grad_fn is not None:
             where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
@@ -66,7 +89,7 @@ class RuleNode(Node):
         if args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
         if self.checks:
-            check_versions(self.checks, self)
+            self.check_saved()
         kwargs = self.kwargs
         if create_graph:
             ans = self._ans_tensors()
@@ -167,7 +190,7 @@ def _mark_view(t: Tensor, sources: Sequence[Tensor]) -> None:
     """Share the version counter with the Tensor whose memory ``t`` aliases."""
     for s in sources:
         if np.may_share_memory(t.data, s.data):
-            t._version_box = s._version_box
+            t._version_owner = s._version_owner if s._version_owner is not None else s
             t._view_of = s._view_of if s._view_of is not None else s
             return
 
@@ -239,13 +262,11 @@ def _record(
         every = ALL in read
         for path, t in zip(paths, tensors):
             if every or path[0] in read:
-                box = t._version_box
-                checks += (box, box[0], path)
+                checks += (path, version_of(t))
     if reads_ans:
-        for i, o in enumerate(outputs):
-            box = o._version_box
-            checks += (box, box[0], ("ans", i))
+        checks += ("ans", 0)
     node.checks = tuple(checks)
+    node.modified = False
     for i, o in enumerate(outputs):
         if o.data.dtype.kind == "f":
             o._requires_grad = True
@@ -332,14 +353,18 @@ def _record_positional(rule: Rule, inputs: tuple, out: Tensor) -> None:
     for i in read:
         a = inputs[i] if i < len(inputs) else None
         if type(a) is Tensor:
-            box = a._version_box
-            checks += (box, box[0], (i, None))
+            owner = a._version_owner
+            checks += (_POSITION_LABELS[i], (owner if owner is not None else a)._version_count)
     if reads_ans:
-        box = out._version_box
-        checks += (box, box[0], ("ans", 0))
+        checks += ("ans", 0)
     node.checks = tuple(checks)
+    node.modified = False
     out._requires_grad = True
     out.grad_fn = node
+
+
+# Interned (position, None) labels, so that checks hold no per-node tuples.
+_POSITION_LABELS = tuple((i, None) for i in range(64))
 
 
 def _no_derivative(rule: Rule, key: Any) -> None:
@@ -371,6 +396,19 @@ _UFUNC_METHOD_FUNCTIONS = {
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``Tensor.__array_ufunc__``: route a ufunc call to its rule."""
     out = kwargs.pop("out", None)
+    if out is not None:
+        targets = out if isinstance(out, tuple) else (out,)
+        if len(targets) != 1 or not isinstance(targets[0], Tensor):
+            raise TypeError("out= must be a single Tensor when a ufunc is applied to Tensors")
+        # ``np.multiply(v, w, out=v)`` is ``v *= w``: the rule must save v's old value,
+        # not the Tensor that the write below changes (its backward would refuse it).
+        target = targets[0]
+        inputs = tuple(
+            _snapshot(a, copy=True)
+            if isinstance(a, Tensor) and np.may_share_memory(a.data, target.data)
+            else a
+            for a in inputs
+        )
     if method == "__call__":
         if kwargs:
             raise TypeError(
@@ -390,11 +428,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         result = array_function(func, inputs, kwargs)
     if out is None:
         return result
-    targets = out if isinstance(out, tuple) else (out,)
-    if len(targets) != 1 or not isinstance(targets[0], Tensor):
-        raise TypeError("out= must be a single Tensor when a ufunc is applied to Tensors")
-    setitem(targets[0], Ellipsis, result)
-    return targets[0]
+    setitem(target, Ellipsis, result)
+    return target
 
 
 # NumPy functions that only look at metadata: answered on the data, never recorded.
@@ -443,7 +478,18 @@ def _check_inplace_allowed(t: Tensor, recording: bool) -> None:
 
 
 def _bump(t: Tensor) -> None:
-    t._version_box[0] += 1
+    """Count an in-place change of ``t``'s memory, for ``t`` and all its aliases.
+
+    Nodes whose output is that memory are marked, so a rule that reads its output
+    (``exp``) refuses to run on the changed value.
+    """
+    owner = t._version_owner
+    if owner is None:
+        owner = t
+    owner._version_count += 1
+    for alias in (t, owner):
+        if alias.grad_fn is not None:
+            alias.grad_fn.modified = True
 
 
 def _rebase(t: Tensor, result: Tensor) -> None:
@@ -459,7 +505,7 @@ def _snapshot(t: Tensor, copy: bool) -> Tensor:
     if t.grad_fn is None and t._requires_grad:
         old._accumulator = t._gradient_edge()[0]
     if not copy:
-        old._version_box = t._version_box
+        old._version_owner = t._version_owner if t._version_owner is not None else t
     return old
 
 

@@ -99,7 +99,8 @@ class Tensor:
         "_grad",
         "grad_fn",
         "_output_nr",
-        "_version_box",
+        "_version_count",
+        "_version_owner",
         "_accumulator",
         "_retains_grad",
         "_view_of",
@@ -118,7 +119,8 @@ class Tensor:
         self._grad = None
         self.grad_fn = None
         self._output_nr = 0
-        self._version_box = [0]
+        self._version_count = 0
+        self._version_owner = None
         self._accumulator = None
         self._retains_grad = False
         self._view_of = None
@@ -180,8 +182,13 @@ class Tensor:
 
     @property
     def _version(self) -> int:
-        """In-place modification counter, shared with views and detached aliases."""
-        return self._version_box[0]
+        """In-place modification counter, shared with views and detached aliases.
+
+        The count lives on the tensor that owns the memory (``_version_owner``), so
+        every alias reads and bumps the same number.
+        """
+        owner = self._version_owner
+        return (owner if owner is not None else self)._version_count
 
     @property
     def grad(self) -> Tensor | None:
@@ -240,7 +247,7 @@ class Tensor:
         False
         """
         out = _wrap(self.data, False, None, 0)
-        out._version_box = self._version_box
+        out._version_owner = self._version_owner if self._version_owner is not None else self
         return out
 
     def detach_(self) -> Tensor:
@@ -628,7 +635,8 @@ def _wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr
     t._grad = None
     t.grad_fn = grad_fn
     t._output_nr = output_nr
-    t._version_box = [0]
+    t._version_count = 0
+    t._version_owner = None
     t._accumulator = None
     t._retains_grad = False
     t._view_of = None

@@ -19,15 +19,17 @@ class TestInPlace:
         y += 1
         with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
             y.sum().backward()
-        assert "expected version 0" in str(info.value) and "is at version 1" in str(info.value)
+        assert "output of ExpBackward" in str(info.value)
+        assert "modified in place since it was computed" in str(info.value)
 
     def test_modified_saved_input_is_refused(self) -> None:
         x = leaf([1.0, 2.0])
         h = x * 2
         y = np.sin(h)  # sin reads its input
         h[0] = 5.0
-        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation") as info:
             y.sum().backward()
+        assert "is at version 1; expected version 0" in str(info.value)
 
     def test_modified_value_that_no_rule_reads_is_fine(self) -> None:
         x = leaf([1.0, 2.0])

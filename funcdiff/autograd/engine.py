@@ -176,7 +176,7 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
             np.add(old.data, g, out=old.data, casting="unsafe")
         else:
             old.data = old.data + g
-        old._version_box[0] += 1
+        old._version_count += 1
 
 
 def run_backward(

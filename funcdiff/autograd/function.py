@@ -14,7 +14,13 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import FREED_GRAPH_MESSAGE, Node, check_versions, describe_value
+from funcdiff.autograd.graph import (
+    FREED_GRAPH_MESSAGE,
+    Node,
+    describe_value,
+    raise_modified,
+    version_of,
+)
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -49,19 +55,17 @@ class FunctionCtx:
                 )
         self._saved_called = True
         self._saved = tensors
-        checks: list = []
-        for i, t in enumerate(tensors):
-            if t is not None:
-                checks += (t._version_box, t._version_box[0], i)
-        self._checks = tuple(checks)
+        self._checks = tuple(version_of(t) for t in tensors)
 
     @property
     def saved_tensors(self) -> tuple:
         """The saved Tensors, checked for in-place modification since they were saved."""
         if self._saved is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
-        if self._checks and self._node is not None:
-            check_versions(self._checks, self._node)
+        if self._node is not None:
+            for i, (t, saved) in enumerate(zip(self._saved, self._checks)):
+                if t is not None and version_of(t) != saved:
+                    raise_modified(self._node, i, version_of(t), saved)
         return self._saved
 
     def mark_non_differentiable(self, *outputs: Tensor) -> None:
@@ -227,7 +231,9 @@ class Function:
             if isinstance(item, Tensor):
                 if id(item) in inputs_by_id:  # an input returned as is: give it a new identity
                     alias = _wrap(item.data, False, None, 0)
-                    alias._version_box = item._version_box
+                    alias._version_owner = (
+                        item._version_owner if item._version_owner is not None else item
+                    )
                     if id(item) in ctx._non_differentiable:
                         ctx._non_differentiable.add(id(alias))
                     item = alias
@@ -244,6 +250,7 @@ class Function:
             node.out_meta = tuple((o.data.shape, o.data.dtype) for o in tensors_out)
             node.pre_hooks = None
             node.retained = None
+            node.modified = False
             node.fn_cls = cls
             node.ctx = ctx
             node.input_positions = positions

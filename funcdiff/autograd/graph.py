@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from funcdiff._tensor import Tensor
 
-__all__ = ["Node", "AccumulateGrad", "Edge", "FREED_GRAPH_MESSAGE", "check_versions"]
+__all__ = ["Node", "AccumulateGrad", "Edge", "FREED_GRAPH_MESSAGE", "version_of", "raise_modified"]
 
 #: An edge is (node, output index) of the node that produced an input, or None.
 Edge = "tuple[Node, int] | None"
@@ -42,13 +42,15 @@ class Node:
         ``(shape, dtype)`` of each output, used to shape and type incoming gradients.
     """
 
-    __slots__ = ("edges", "out_meta", "pre_hooks", "retained", "__weakref__")
+    __slots__ = ("edges", "out_meta", "pre_hooks", "retained", "modified", "__weakref__")
 
     def __init__(self, edges: tuple, out_meta: tuple) -> None:
         self.edges = edges
         self.out_meta = out_meta
         self.pre_hooks: dict[int, list[Callable]] | None = None
         self.retained: dict[int, weakref.ref] | None = None
+        # Set when one of the node's outputs is modified in place after it was made.
+        self.modified = False
 
     def name(self) -> str:
         """The node's name, e.g. ``"MulBackward"``."""
@@ -108,20 +110,27 @@ def describe_value(value: Any) -> str:
     return f"[{getattr(data, 'dtype', type(data).__name__)} {tuple(getattr(data, 'shape', ()))}]"
 
 
-def check_versions(checks: tuple, node: Node) -> None:
-    """Raise if a value saved for ``node`` was modified in place after it was saved.
+def version_of(value: Any) -> int:
+    """The in-place version of a Tensor (shared by its aliases); 0 for anything else."""
+    owner = getattr(value, "_version_owner", None)
+    if owner is not None:
+        return owner._version_count
+    return getattr(value, "_version_count", 0)
 
-    ``checks`` is a flat tuple of ``(version_box, saved_version, label)`` triples; the
-    boxes are held instead of the tensors so that a node saving its own output does
-    not form a reference cycle. ``node.describe_saved(label)`` names the value.
+
+def raise_modified(node: Node, label: Any, current: int | None, saved: int | None) -> None:
+    """The error for a saved value that was modified in place after it was saved.
+
+    ``current``/``saved`` are the value's versions, or None for a node's own output,
+    which is known only to have changed.
     """
-    for k in range(0, len(checks), 3):
-        box, saved = checks[k], checks[k + 1]
-        if box[0] != saved:
-            raise RuntimeError(
-                "one of the variables needed for gradient computation has been modified "
-                f"by an inplace operation: {node.describe_saved(checks[k + 2])} is at "
-                f"version {box[0]}; expected version {saved} instead. It was saved by "
-                f"{node.name()}. Hint: compute the modified value out of place "
-                "(y = y + 1 instead of y += 1), or modify a copy."
-            )
+    if current is None:
+        where = "has been modified in place since it was computed"
+    else:
+        where = f"is at version {current}; expected version {saved} instead"
+    raise RuntimeError(
+        "one of the variables needed for gradient computation has been modified "
+        f"by an inplace operation: {node.describe_saved(label)} {where}. It was saved by "
+        f"{node.name()}. Hint: compute the modified value out of place "
+        "(y = y + 1 instead of y += 1), or modify a copy."
+    )
