@@ -17,7 +17,7 @@ import numpy as np
 from funcdiff.autograd import grad_mode
 from funcdiff.autograd.graph import AccumulateGrad, Node
 
-__all__ = ["Tensor", "tensor", "RemovableHandle"]
+__all__ = ["Tensor", "tensor", "as_tensor", "RemovableHandle"]
 
 _DIFFERENTIABLE_KINDS = "f"
 _NUMERIC_KINDS = "biuf"
@@ -645,6 +645,27 @@ def _wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr
 
 def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:
     return Tensor(data, requires_grad=requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None) -> Tensor:
+    """A Tensor that shares memory with ``data`` when no conversion is needed.
+
+    Like :func:`tensor`, but an ndarray of the requested dtype is wrapped without a
+    copy (a Tensor is returned as it is), so changes to the array show in the Tensor.
+    The result does not require grad.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> a = np.array([1.0, 2.0])
+    >>> t = fd.as_tensor(a)
+    >>> t.data is a
+    True
+    """
+    if isinstance(data, Tensor) and (dtype is None or data.dtype == np.dtype(dtype)):
+        return data
+    return _wrap(_as_data(data, dtype, copy=False), False, None, 0)
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:

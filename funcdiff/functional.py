@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
+from funcdiff._tensor import Tensor, as_tensor
 from funcdiff.autograd import Function, enable_grad, grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
@@ -63,7 +63,7 @@ def _convert(el: Any) -> Tensor | None:
     if not isinstance(el, np.ndarray):
         return None
     if el.dtype.kind == "f":
-        return Tensor(el)
+        return as_tensor(el)  # no copy: funcdiff never writes into its inputs
     if el.dtype.kind in "iu":
         return Tensor(el, dtype=np.float64)
     return None

@@ -188,6 +188,8 @@ def _power_vjp_base(g, ans, x, y):
             return np.zeros_like(g)
         if y == 1:
             return g
+        if y == 2:  # the common square: two passes instead of three, at every order
+            return 2.0 * (g * x)
         return g * y * np.power(x, y - 1)
     # At x = 0, y = 0 the base 1 replaces 0 so that 0 * 0**-1 never becomes NaN.
     xs = np.where(np.logical_and(y == 0, x == 0), 1.0, x)

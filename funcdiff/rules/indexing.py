@@ -92,7 +92,8 @@ def index_add(values: Any, index: tuple, shape: tuple[int, ...]) -> Any:
     array([4., 0., 2.])
     """
     values = np.asarray(values)
-    indexed_ndim = np.zeros(shape, dtype=bool)[index].ndim
+    # A zero-strided view has the right shape without allocating ``shape`` elements.
+    indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
     extra = values.shape[indexed_ndim:]
     out = np.zeros(tuple(shape) + extra, dtype=values.dtype)
     if _is_basic(index):
