@@ -1,0 +1,65 @@
+"""Verify derivatives against finite differences.
+
+Two entry points:
+
+* :func:`gradcheck` and :func:`gradgradcheck` follow ``torch.autograd.gradcheck``
+  (same signatures, defaults and pass rule), but a failure names the worst
+  elements in a short table instead of printing two full Jacobians.
+* :func:`check_derivatives` returns a :class:`DerivativeReport`: for every
+  (output, input) pair the largest absolute and relative errors with their
+  multi-indices, the AD value, the finite-difference value and its error estimate at
+  the worst element, and a verdict ``pass``, ``fail`` or ``inconclusive``.
+
+How :func:`check_derivatives` differentiates numerically
+---------------------------------------------------------
+* Steps are relative to each element and depend on the dtype: ``h = c * s`` with
+  ``c = eps**(1/3)`` (central) or ``eps**(1/5)`` (Richardson) of the lower-precision
+  dtype among the input and the outputs, and ``s = max(|x|, 1)``; for ``|x| < 1/16``
+  also ``s = |x|``. Where the error estimate is still poor, steps 16 times larger or
+  smaller are tried (up to 16**4 either way) and each element keeps the step with the
+  smallest estimate: inputs near 1e6 (``sin``) and near 1e-6 (``log``) both work.
+* Every element is evaluated at ``x +- h`` and ``x +- 2h``. The difference between the
+  two central quotients estimates the error of the finite difference, to which a
+  rounding term ``eps * |f| / h`` is added.
+* One-sided quotients at ``h`` and ``2h`` detect kinks: for a smooth function
+  ``2 (F(h) - B(h)) - (F(2h) - B(2h))`` is O(h^3); at a kink it stays at the jump of
+  the slope. Such elements are inconclusive (or failures when the AD value is outside
+  the one-sided interval).
+* ``method="complex-step"`` evaluates ``func`` on complex ndarrays, ``Im f(x + ih)/h``,
+  and cross-checks every element against central differences; where they disagree
+  (``abs``, comparisons, ``conj``: code that is not analytic) central differences are
+  used.
+
+The analytical side uses the engine only: ``funcdiff.grad`` with a batch of basis
+cotangents (``is_grads_batched=True``) gives a whole Jacobian block in one backward
+pass; Hessians come from double backward; Jacobian-vector products from the
+double-backward trick.
+"""
+
+# Modules, each importing only from those before it in this list (sweep refers to
+# report's PairResult for type checking only): errors, values, precision, formatting
+# (shared basics); derivatives (AD on a recorded graph); targets (what is
+# differentiated); finite_differences; sweep; report; judge (one block's verdict);
+# blocks (every block of a target); consistency (checks without finite differences);
+# derivative_check (check_derivatives); gradcheck_case, gradcheck_analytical,
+# gradcheck_fast; gradcheck (gradcheck, gradgradcheck).
+from funcdiff.check.derivative_check import check_derivatives
+from funcdiff.check.errors import GradcheckError
+from funcdiff.check.gradcheck import gradcheck, gradgradcheck
+from funcdiff.check.report import ConsistencyCheck, DerivativeReport, ElementResult, PairResult
+from funcdiff.check.sweep import StepSweep
+
+__all__ = [
+    "GradcheckError",
+    "gradcheck",
+    "gradgradcheck",
+    "check_derivatives",
+    "DerivativeReport",
+    "PairResult",
+    "ElementResult",
+    "ConsistencyCheck",
+    "StepSweep",
+]
+
+# Tracebacks and pickles name it funcdiff.check.GradcheckError, where users import it from.
+GradcheckError.__module__ = __name__
