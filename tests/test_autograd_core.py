@@ -362,3 +362,18 @@ class TestGradModes:
             x0 = np.linspace(0, 1, 5) + k
             np.testing.assert_allclose(out[k][0], np.sin(x0) + x0 * np.cos(x0), rtol=1e-13)
             np.testing.assert_allclose(out[k][1], 2 * np.cos(x0) - x0 * np.sin(x0), rtol=1e-13)
+
+
+def test_hooks_see_one_gradient_at_a_time_under_a_batch() -> None:
+    x = fd.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    seen = []
+
+    def hook(g):
+        seen.append(g.shape)
+        return g * np.array([1.0, 10.0, 100.0])
+
+    h = x * 2.0
+    h.register_hook(hook)
+    (jac,) = fd.grad(h, x, np.eye(3), is_grads_batched=True)
+    assert seen == [(3,)] * 3
+    np.testing.assert_allclose(jac.data, 2.0 * np.diag([1.0, 10.0, 100.0]))

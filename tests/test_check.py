@@ -541,12 +541,20 @@ class TestGradcheck:
             lambda t: np.exp(t) * t[0], (x,), check_forward_ad=True, check_batched_forward_grad=True
         )
 
-        # Forward-mode products differentiate the recorded backward pass. A hook in it
-        # that handles one cotangent only (copies row 0 over a batch) breaks only the
-        # batched products.
-        def first_row_only(t):
-            rows = t.data.reshape(-1, 3)
-            return fd.tensor(np.broadcast_to(rows[0], t.shape).copy())
+        # Forward-mode products differentiate the recorded backward pass. A Function in
+        # it that claims to handle a batch of cotangents but copies row 0 over the batch
+        # breaks only the batched products.
+        class FirstRowOnly(fd.Function):
+            batched_backward = True
+
+            @staticmethod
+            def forward(ctx, t):
+                return fd.tensor(_data(t))
+
+            @staticmethod
+            def backward(ctx, g):
+                rows = g.data.reshape(-1, 3)
+                return fd.tensor(np.broadcast_to(rows[0], g.shape).copy())
 
         class OneCotangent(fd.Function):
             @staticmethod
@@ -555,10 +563,7 @@ class TestGradcheck:
 
             @staticmethod
             def backward(ctx, g):
-                h = g * 1.0
-                if h.requires_grad:
-                    h.register_hook(first_row_only)
-                return h @ fd.tensor(A)
+                return FirstRowOnly.apply(g * 1.0) @ fd.tensor(A)
 
         x = leaf([0.1, 0.2, 0.3])
         assert gradcheck(OneCotangent.apply, (x,), check_forward_ad=True)

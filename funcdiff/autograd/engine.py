@@ -144,6 +144,23 @@ def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
         arg = g if isinstance(g, Tensor) else _wrap(g, False, None, 0)
         result = hook(arg)
         if result is not None:
+            # A replaced gradient of another shape would be broadcast or summed into a
+            # wrong answer downstream (or become a .grad of the wrong shape): refuse it.
+            data = result.data if isinstance(result, Tensor) else result
+            if not isinstance(data, (np.ndarray, np.generic, float, int)) or isinstance(
+                data, bool
+            ) or np.asarray(data).dtype.kind not in "biuf":
+                raise TypeError(
+                    f"hook {getattr(hook, '__name__', hook)!r} returned "
+                    f"{type(result).__name__}; a hook must return a Tensor, an ndarray "
+                    "or None"
+                )
+            if np.shape(data) != np.shape(arg.data):
+                raise RuntimeError(
+                    f"hook {getattr(hook, '__name__', hook)!r} has changed the size of "
+                    f"value: it returned shape {np.shape(data)} for a gradient of shape "
+                    f"{np.shape(arg.data)}"
+                )
             if isinstance(result, Tensor):
                 g = result if create_graph else result.data
             else:
@@ -250,7 +267,7 @@ def run_backward(
                         ready.append(child)
                 continue
             if node.pre_hooks or node.retained:
-                _run_tensor_hooks(node, grads, accumulate, create_graph)
+                _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
             if capture and node in capture:
                 for nr in capture[node]:
                     captured[(node, nr)] = grads[nr]
@@ -300,12 +317,24 @@ def run_backward(
     return captured
 
 
-def _run_tensor_hooks(node: Node, grads: list, accumulate: bool, create_graph: bool) -> None:
-    """Hooks registered on the node's output tensors, then ``retain_grad`` storage."""
+def _run_tensor_hooks(
+    node: Node, grads: list, accumulate: bool, create_graph: bool, batch_shape: tuple
+) -> None:
+    """Hooks registered on the node's output tensors, then ``retain_grad`` storage.
+
+    A hook sees one gradient shaped like its tensor: under a batch of cotangents it
+    runs once per batch entry (as torch's hooks do under vmap).
+    """
     if node.pre_hooks:
         for nr, hooks in node.pre_hooks.items():
-            if grads[nr] is not None and hooks:
-                grads[nr] = _run_hooks(hooks, grads[nr], create_graph)
+            g = grads[nr]
+            if g is None or not hooks:
+                continue
+            if batch_shape:
+                rows = [_run_hooks(hooks, g[b], create_graph) for b in range(batch_shape[0])]
+                grads[nr] = np.stack(rows)
+            else:
+                grads[nr] = _run_hooks(hooks, g, create_graph)
     if node.retained and accumulate:
         for nr, ref in node.retained.items():
             t = ref()
