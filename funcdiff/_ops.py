@@ -237,6 +237,13 @@ def _record(
     if not edges:
         return
     float_outputs = [o for o in outputs if o.data.dtype.kind == "f"]
+    if any(o.data.dtype.kind == "c" for o in outputs):
+        # A complex result would be a constant: every gradient through it silently lost.
+        raise TypeError(
+            f"{rule.name} produced a complex result from a Tensor that requires grad; "
+            "funcdiff differentiates real floating-point code only. Keep the computation "
+            "real (split real and imaginary parts), or detach() the input."
+        )
     if not float_outputs:
         return
     node = RuleNode.__new__(RuleNode)
@@ -278,6 +285,8 @@ def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
     """An operator's fast path to its ufunc rule."""
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
+        if not _needs_gradient(inputs, {}):
+            return _run_on_data(ufunc, inputs, {})
         return _missing_rule(f"numpy.{ufunc.__name__}")
     return call_positional(rule, inputs)
 
@@ -311,8 +320,12 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     elif out.base is not None:
         return call(rule, inputs)
     t = _wrap(out, False, None, 0)
-    if recording and rule.differentiable and _state.grad_enabled and out.dtype.kind == "f":
-        _record_positional(rule, inputs, t)
+    if recording and rule.differentiable and _state.grad_enabled:
+        kind = out.dtype.kind
+        if kind == "f":
+            _record_positional(rule, inputs, t)
+        elif kind == "c":
+            return call(rule, inputs)  # which refuses a complex result, with the reason
     return t
 
 
@@ -379,7 +392,7 @@ def _missing_rule(name: str) -> Any:
     raise TypeError(
         f"funcdiff has no derivative rule for {name}, so it cannot run on Tensors without "
         "losing the gradient. Use supported functions, or call it on tensor.detach() "
-        "(or tensor.data) if no gradient is needed through it."
+        "if no gradient is needed through it."
     )
 
 
@@ -419,6 +432,8 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     else:
         func = _UFUNC_METHOD_FUNCTIONS.get((ufunc.__name__, method))
         if func is None or len(inputs) != 1:
+            if out is None and not _needs_gradient(inputs, kwargs):
+                return _run_on_data(getattr(ufunc, method), inputs, kwargs)
             return _missing_rule(f"numpy.{ufunc.__name__}.{method}")
         # ufunc methods work along axis 0 by default, np.sum & co. along all axes; the
         # other keywords (dtype, keepdims, initial, where) share names and reach the rule.
@@ -454,9 +469,23 @@ def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
         return call(rule, args, kwargs)
     if func in _METADATA_FUNCTIONS:
         return func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
+    if not _needs_gradient(args, kwargs):
+        return _run_on_data(func, args, kwargs)
     module = getattr(func, "__module__", "numpy") or "numpy"
     module = "numpy" if module.startswith("numpy") and module.count(".") <= 1 else module
     return _missing_rule(f"{module}.{getattr(func, '__name__', func)}")
+
+
+def _needs_gradient(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
+    """Whether a call would have to record: grad mode on and a Tensor requires grad."""
+    return _state.grad_enabled and any(t._requires_grad for t in _scan(args, kwargs)[1])
+
+
+def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+    """Run a function that has no rule on the Tensors' data: no gradient can be lost
+    when none of them requires grad, so the results are simply constant Tensors."""
+    out = func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
+    return _wrap_outputs(out, ())[0]
 
 
 # ---------------------------------------------------------------------- in-place operations

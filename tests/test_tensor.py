@@ -221,3 +221,19 @@ def test_no_warning_on_plain_use() -> None:
         x = fd.tensor([1.0, 2.0], requires_grad=True)
         (np.sin(x) * x).sum().backward()
         assert x.grad is not None
+
+
+class TestFunctionsWithoutRules:
+    def test_refused_when_a_gradient_would_be_lost(self) -> None:
+        x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        with pytest.raises(TypeError, match="numpy.histogram"):
+            np.histogram(x)
+
+    def test_run_on_the_data_when_nothing_requires_grad(self) -> None:
+        x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        counts, edges = np.histogram(x.detach(), bins=2)
+        np.testing.assert_array_equal(counts.data, [1, 2])
+        np.testing.assert_array_equal(edges.data, [1.0, 2.0, 3.0])
+        with fd.no_grad():
+            np.testing.assert_array_equal(np.histogram(x, bins=2)[0].data, [1, 2])
+        assert np.add.outer(x.detach(), x.detach()).shape == (3, 3)
