@@ -361,7 +361,11 @@ def _record_positional(rule: Rule, inputs: tuple, out: Tensor) -> None:
     node.nested = False
     data = out.data
     node.ans = data
-    node.out_meta = ((data.shape, data.dtype),)
+    key = (data.shape, data.dtype)
+    meta = _OUT_META.get(key)
+    if meta is None:
+        meta = _OUT_META.setdefault(key, (key,)) if len(_OUT_META) < 4096 else (key,)
+    node.out_meta = meta
     checks: list = []
     for i in read:
         a = inputs[i] if i < len(inputs) else None
@@ -375,6 +379,10 @@ def _record_positional(rule: Rule, inputs: tuple, out: Tensor) -> None:
     out._requires_grad = True
     out.grad_fn = node
 
+
+# Shared out_meta tuples for the common (shape, dtype) pairs: one fewer pair of
+# garbage-collected tuples per recorded op. Bounded, so odd shapes cannot grow it.
+_OUT_META: dict[tuple, tuple] = {}
 
 # Interned (position, None) labels, so that checks hold no per-node tuples.
 _POSITION_LABELS = tuple((i, None) for i in range(64))
