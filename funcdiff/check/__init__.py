@@ -25,6 +25,10 @@ How :func:`check_derivatives` differentiates numerically
   ``2 (F(h) - B(h)) - (F(2h) - B(2h))`` is O(h^3); at a kink it stays at the jump of
   the slope. Such elements are inconclusive (or failures when the AD value is outside
   the one-sided interval).
+* ``fast_mode=True`` first compares each block along two random directions, with a
+  Richardson-extrapolated directional difference, and passes it there only with a
+  certificate that no element can be off by more than its tolerance
+  (:mod:`funcdiff.check.projection`); other blocks are re-run element-wise.
 * ``method="complex-step"`` evaluates ``func`` on complex ndarrays, ``Im f(x + ih)/h``,
   and cross-checks every element against central differences; where they disagree
   (``abs``, comparisons, ``conj``: code that is not analytic) central differences are
@@ -40,9 +44,10 @@ double-backward trick.
 # report's PairResult for type checking only): errors, values, precision, formatting
 # (shared basics); derivatives (AD on a recorded graph); targets (what is
 # differentiated); finite_differences; sweep; report; judge (one block's verdict);
-# blocks (every block of a target); consistency (checks without finite differences);
-# derivative_check (check_derivatives); gradcheck_case, gradcheck_analytical,
-# gradcheck_fast; gradcheck (gradcheck, gradgradcheck).
+# projection (fast mode's certified projections); blocks (every block of a target);
+# consistency (checks without finite differences); derivative_check
+# (check_derivatives); gradcheck_case, gradcheck_analytical, gradcheck_fast; gradcheck
+# (gradcheck, gradgradcheck).
 from funcdiff.check.derivative_check import check_derivatives
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck import gradcheck, gradgradcheck

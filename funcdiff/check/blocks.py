@@ -1,29 +1,24 @@
-"""Every derivative block of a target, checked element-wise or first along a projection.
+"""Every derivative block of a target, checked element-wise or first along projections.
 
-In fast mode each (output, input) block is first compared along one random direction,
-``v^T J d``, against a directional finite difference; a block whose projection agrees
-and is certified by the error estimate passes without element-wise differences, the
-others are re-run element-wise so the report still names the worst element.
+In fast mode each (output, input) block is first compared along random directions,
+``v^T J d``, against directional finite differences (:mod:`funcdiff.check.projection`);
+a block whose projections agree and certify that no element can be off by more than
+its tolerance passes without element-wise differences, the others are re-run
+element-wise so the report still names the worst element.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from funcdiff._tensor import Tensor
-from funcdiff.check.derivatives import jacobian_rows, vjp
-from funcdiff.check.finite_differences import (
-    directional_difference,
-    elementwise_differences,
-    power_of_two,
-    step_base,
-    typical_magnitude,
-)
+from funcdiff.check.derivatives import jacobian_rows
+from funcdiff.check.finite_differences import elementwise_differences, step_base
 from funcdiff.check.judge import judge_block
-from funcdiff.check.precision import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
+from funcdiff.check.precision import default_rtol, lowest_precision
+from funcdiff.check.projection import MIN_SIZE, project_blocks
 from funcdiff.check.report import PairResult
 from funcdiff.check.targets import Target
 
@@ -61,15 +56,19 @@ def check_blocks(
         base = step_base(fd_method, low, step)
         elementwise = set(range(len(ad_outs)))
         fast_info: dict[int, str] = {}
-        if fast_mode and problem.x0[j].size > 1:
+        if fast_mode and problem.x0[j].size >= MIN_SIZE:
             elementwise = set()
-            for q, verdict in _projected_verdicts(
-                target, ad_outs, ins, j, fd_method, base, row_eps, f0, rng, rtol, atol
-            ):
-                if isinstance(verdict, PairResult):
-                    results[(q, j)] = verdict
+            start = step_base("richardson", low, step)
+            outcomes = project_blocks(target, ad_outs, ins, j, row_eps, f0, rng, rtol, atol, start)
+            for q, outcome in enumerate(outcomes):
+                if outcome.certified:
+                    dt = lowest_precision([target.out_dtypes[q], problem.x0[j].dtype])
+                    rt = default_rtol(rtol, dt)
+                    results[(q, j)] = _projected_pass(target, q, j, rt, atol, outcome.note)
                 else:
-                    fast_info[q] = verdict
+                    fast_info[q] = (
+                        f"fast mode flagged this block ({outcome.note}); re-run element-wise"
+                    )
                     elementwise.add(q)
         if not elementwise:
             continue
@@ -88,55 +87,6 @@ def check_blocks(
         if res._ad is None:
             res._ad = rows(res.output)[res.input]
     return [results[key] for key in sorted(results, key=lambda k: (k[0], k[1]))]
-
-
-def _projected_verdicts(
-    target: Target,
-    ad_outs: list[Any],
-    ins: list[Tensor],
-    j: int,
-    fd_method: str,
-    base: float,
-    row_eps: np.ndarray,
-    f0: list[np.ndarray],
-    rng: np.random.Generator,
-    rtol: float | None,
-    atol: float | None,
-) -> list[tuple[int, PairResult | str]]:
-    """Fast mode for input ``j``: per output, a passing PairResult or why to re-run it."""
-    x = target.problem.x0[j]
-    s = np.abs(x)
-    typ = typical_magnitude(x.ravel())
-    s = np.where(s > 0, s, typ if typ > 0 else 1.0)
-    u = rng.choice([-1.0, 1.0], size=x.shape)
-    d = u * s
-    t = power_of_two(base)
-    q_all = directional_difference(target, j, d, t, fd_method, f0, row_eps)
-    verdicts: list[tuple[int, PairResult | str]] = []
-    for q, (val, e1) in enumerate(
-        zip(target.split_rows(q_all["value"]), target.split_rows(q_all["est"]), strict=True)
-    ):
-        v = rng.choice([-1.0, 1.0], size=val.shape)
-        (vj,) = vjp([ad_outs[q]], [ins[j]], [v.reshape(target.out_shapes[q])])
-        vj = np.asarray(vj, dtype=np.float64)
-        a_proj = float(np.sum(vj * d))
-        scale = float(np.sum(np.abs(vj * d)))
-        n_proj = float(np.sum(v * val))
-        est = float(np.sum(np.abs(e1)))
-        dt = lowest_precision([target.out_dtypes[q], x.dtype])
-        rt = default_rtol(rtol, dt)
-        mismatch = abs(a_proj - n_proj)
-        agrees = mismatch <= FD_TRUST_FACTOR * est + 10 * machine_eps(dt) * scale
-        certified = FD_TRUST_FACTOR * est <= rt * scale if scale > 0 else est == 0
-        info = f"projection v^T J d: AD {a_proj:.9g}, FD {n_proj:.9g}, FD err est {est:.2g}"
-        if agrees and certified and math.isfinite(n_proj):
-            verdicts.append((q, _projected_pass(target, q, j, rt, atol, info)))
-        else:
-            why = "mismatch" if not agrees else "FD not accurate enough to certify"
-            verdicts.append(
-                (q, f"fast mode flagged this block ({why}; {info}); re-run element-wise")
-            )
-    return verdicts
 
 
 def _projected_pass(
@@ -165,7 +115,7 @@ def _projected_pass(
         rtol=rt,
         atol=float(atol) if atol is not None else 0.0,
         fast_mode=True,
-        notes=[f"fast mode: checked along one random direction ({info})"],
+        notes=[info],
         _target=target,
         _q=q,
         _ad=None,

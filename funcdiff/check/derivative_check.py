@@ -62,10 +62,11 @@ def check_derivatives(
         Default rtol 1e-5 (float64) or 2e-3 (float32); default atol
         ``sqrt(eps) * max|FD|`` of each block.
     fast_mode : bool
-        Check each (output, input) block along one random direction (seeded) first, and
-        re-run element-wise only the blocks whose projection disagrees with finite
-        differences beyond their error estimate (or cannot certify it), so the report
-        still names the worst element.
+        Check each (output, input) block of an input with 8 or more elements along two
+        random directions (seeded) first. A block passes there only if its projections
+        agree with finite differences and certify that no element can be off by more
+        than its tolerance (see :mod:`funcdiff.check.projection`); the others are re-run
+        element-wise, so the report still names the worst element.
     seed : int
         Seed of the random directions and weights.
     argnums : int or sequence of int, optional

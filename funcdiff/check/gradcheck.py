@@ -87,9 +87,10 @@ def gradcheck(
         Compare reverse-mode Jacobians (the default).
     fast_mode : bool
         Compare ``v^T J u`` for random unit ``u``, ``v`` (seeded by ``seed``) instead of full
-        Jacobians; a failing pair is re-checked element-wise for the message. A
-        projection can hide an error in a small component; ``check_derivatives(...,
-        fast_mode=True)`` guards against that with error estimates.
+        Jacobians. A pair passes on its projection only if the projection's error
+        estimate certifies that no element can be off by more than torch's tolerance;
+        any other pair is re-checked element-wise, which decides and names the worst
+        elements.
     masked : None or bool
         Accepted for compatibility; funcdiff has no sparse tensors, so it has no effect.
     seed : int

@@ -1,9 +1,19 @@
 """gradcheck's fast mode: ``v^T J u`` against a central difference along ``u``.
 
-A projection that fails torch's rule is re-checked element-wise for the message. So is
-one that passes it but differs from the difference quotient by more than the
-quotient's own error (from a second step 2*eps): a projection hides a wrong small
-component under the tolerance of the large ones, the error estimate does not.
+``u`` and ``v`` are unit vectors whose entries are random signs times magnitudes in
+[1, 2], so that every element weighs at least half its share. The difference quotient
+along ``u`` (steps ``eps`` and ``2*eps``) has an error estimate from the two steps, and
+the rounding of ``x + s*eps*u`` to the input's dtype is taken out with the analytical
+``v^T J`` (it is of size ``eps_machine*|x|/eps`` and would otherwise hide small errors
+for elements far from 0).
+
+A pair passes on its projection alone only if the projection meets torch's rule, agrees
+with the quotient within the quotient's error, and is *certified*: an element off by
+more than torch's tolerance ``atol + rtol*|numerical|`` would have moved the projection
+by at least twice the bound it was held to. Any other pair is re-checked element-wise
+(torch's slow mode) for that pair alone, which decides and names the worst elements:
+a projection can hide a wrong small component under the tolerance of the large ones,
+the certificate cannot.
 """
 
 from __future__ import annotations
@@ -22,11 +32,16 @@ __all__ = ["check_fast"]
 
 
 def _unit_vectors(rng: np.random.Generator, shapes: list[tuple]) -> list[np.ndarray]:
+    """Random signs times magnitudes in [1, 2], scaled to unit norm."""
     vectors = []
     for shape in shapes:
-        u = rng.standard_normal(shape)
+        u = rng.choice([-1.0, 1.0], size=shape) * rng.uniform(1.0, 2.0, size=shape)
         vectors.append(u / max(float(np.linalg.norm(u)), 1e-300))
     return vectors
+
+
+def _smallest(a: np.ndarray) -> float:
+    return float(np.min(np.abs(a))) if a.size else 0.0
 
 
 def check_fast(case: GradcheckCase, eps: float, atol: float, rtol: float, seed: int) -> None:
@@ -36,41 +51,59 @@ def check_fast(case: GradcheckCase, eps: float, atol: float, rtol: float, seed: 
     us = _unit_vectors(rng, [t.shape for t in ins])
     vs = _unit_vectors(rng, [shape for _, shape, _ in meta])
     # Analytical: one backward pass per output gives v^T J for every input.
+    grads: dict[tuple[int, int], np.ndarray] = {}
     proj_a = np.zeros((len(meta), len(ins)))
     scale = np.zeros_like(proj_a)
     with enable_grad():
         for i, o in enumerate(case.outs):
             for jj, g in enumerate(vjp([o], ins, [vs[i]])):
+                g = np.asarray(g, dtype=np.float64)
+                grads[(i, jj)] = g
                 proj_a[i, jj] = float(np.sum(g * us[jj]))
                 scale[i, jj] = float(np.sum(np.abs(g * us[jj])))
     proj_n = np.zeros_like(proj_a)
     proj_est = np.zeros_like(proj_a)
     for jj, j in enumerate(case.diff):
+        x = inputs[j].data
         vals = {}
+        moved = {}
         for step in (1, -1, 2, -2):
             args = list(inputs)
-            arr = (inputs[j].data + step * eps * us[jj]).astype(inputs[j].dtype)
+            arr = (x + step * eps * us[jj]).astype(inputs[j].dtype)
+            moved[step] = arr.astype(np.float64) - x - step * eps * us[jj]
             args[j] = tensor(arr, requires_grad=True)
             with enable_grad():
                 outs = as_list(case.func(*args))
             vals[step] = [np.asarray(as_array(outs[pos]), dtype=np.float64) for pos, _, _ in meta]
         for i, (_, _, dt) in enumerate(meta):
-            d1 = (vals[1][i] - vals[-1][i]) / (2 * eps)
-            d2 = (vals[2][i] - vals[-2][i]) / (4 * eps)
-            proj_n[i, jj] = float(np.sum(vs[i] * d1))
-            fmax = max(float(np.max(np.abs(vals[s][i]), initial=0.0)) for s in vals)
-            noise = 2 * machine_eps(lowest_precision([dt, inputs[j].dtype])) * fmax / eps
-            proj_est[i, jj] = abs(float(np.sum(vs[i] * (d1 - d2)))) + noise * float(
-                np.sum(np.abs(vs[i]))
-            )
+            # v . f at each point, less the (first-order) effect of rounding the point.
+            p = {
+                s: float(np.sum(vs[i] * vals[s][i])) - float(np.sum(grads[(i, jj)] * moved[s]))
+                for s in vals
+            }
+            d1 = (p[1] - p[-1]) / (2 * eps)
+            d2 = (p[2] - p[-2]) / (4 * eps)
+            proj_n[i, jj] = d1
+            fmax = np.maximum.reduce([np.abs(vals[s][i]) for s in vals])
+            noise = machine_eps(lowest_precision([dt, inputs[j].dtype])) / eps
+            proj_est[i, jj] = abs(d1 - d2) + 2 * noise * float(np.linalg.norm(vs[i] * fmax))
     for i, (pos, shape, dt) in enumerate(meta):
         for jj, j in enumerate(case.diff):
             a, n = proj_a[i, jj], proj_n[i, jj]
+            bound = FD_TRUST_FACTOR * proj_est[i, jj] + 10 * machine_eps(dt) * scale[i, jj]
             torch_ok = abs(a - n) <= atol + rtol * abs(n)
-            est_ok = abs(a - n) <= (
-                FD_TRUST_FACTOR * proj_est[i, jj] + 10 * machine_eps(dt) * scale[i, jj]
-            )
-            if torch_ok and est_ok:
+            est_ok = abs(a - n) <= bound
+            # The least shift of the projection by one element off by torch's tolerance
+            # (|numerical| >= |analytical| - error, hence the 1 + rtol).
+            if int(np.prod(shape, dtype=np.int64)) == 1:
+                tol = (atol + rtol * np.abs(grads[(i, jj)] / vs[i].flat[0])) / (1 + rtol)
+                sens = abs(float(vs[i].flat[0])) * float(
+                    np.min(np.abs(us[jj]) * tol, initial=np.inf)
+                )
+            else:
+                sens = _smallest(vs[i]) * _smallest(us[jj]) * atol / (1 + rtol)
+            certified = 2 * bound <= sens
+            if torch_ok and est_ok and certified:
                 continue
             numerical = numerical_jacobian(case, [j], eps, [meta[i]])[(0, j)]
             with enable_grad():

@@ -1,0 +1,427 @@
+"""Fast mode: a derivative block checked along random directions before element by element.
+
+For input ``x`` and an output ``f`` of a target with AD Jacobian ``J``, fast mode
+compares ``a = v^T J d`` (one backward pass) with a finite difference of
+``tau -> v^T f(x + tau d)``, for a random direction ``d`` and random output weights
+``v`` (just 1 for a scalar output). Each element of ``d`` and ``v`` is a random sign
+times a random magnitude in [1, 2] (times a scale for ``d``): no element is weighted
+near zero, and errors in two elements cannot cancel exactly.
+
+A passing projection is trusted only with a certificate:
+
+* The directional difference is Richardson-extrapolated from central differences at
+  ``+-t, +-2t, +-4t``. Its error estimate comes from the projected series itself (the
+  extrapolation's last correction and its change against the next larger step, plus
+  rounding), not from a bound summed element by element: the rows' truncation errors
+  add up exactly as the rows do, and partly cancel.
+* ``x + o t d`` is rounded to the input's dtype. The part of the change of ``f`` due to
+  that rounding, a first-order term of size ``eps |x| / t`` that would swamp the
+  difference for elements far from 0, is removed with the AD projection.
+* An element ``(i, k)`` whose AD value is off by more than its tolerance
+  ``atol + rtol |J_ik|`` moves the projection by more than ``|v_i d_k|`` times that
+  tolerance. The projection certifies the block only where even the least sensitive
+  element would have moved it by twice the bound ``T`` (three times the error
+  estimate, plus AD round-off) that the mismatch is held to: any element that the
+  element-wise check would fail shows as a mismatch. The default ``atol`` is
+  ``sqrt(eps)`` times the largest AD element, taken from one AD row of the block.
+* The step is halved from ``eps**(1/5)`` until the estimate stops improving, for the
+  direction scaled by ``max(|x|, 1)``, then by 1, then by ``|x|``, until one
+  certifies (within an evaluation budget). A second, independent direction must then
+  agree and certify at the same step.
+
+A block whose projection disagrees (at two successive steps), crosses a kink (the
+one-sided differences along ``d`` disagree by more than the bound) or cannot be
+certified is re-run element-wise: fast mode itself never fails a block, and passes one
+only with the certificate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor
+from funcdiff.check.derivatives import vjp
+from funcdiff.check.finite_differences import evaluate_input, power_of_two, typical_magnitude
+from funcdiff.check.precision import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
+from funcdiff.check.targets import Target
+
+__all__ = ["MIN_SIZE", "ProjectionOutcome", "project_blocks"]
+
+# Inputs with fewer elements are checked element-wise at once (4 evaluations each).
+MIN_SIZE = 8
+# Function evaluations fast mode may spend per input before it gives up (element-wise
+# needs at least 4 per element), and the most halvings of the step per scaling.
+_BUDGET = 200
+_MAX_LEVELS = 24
+# Halvings without a better bound after which a scaling's ladder stops.
+_STALL = 4
+# How much larger than the bound the smallest element shift must be to certify.
+_CERTIFY_MARGIN = 2.0
+
+
+@dataclass
+class ProjectionOutcome:
+    """Fast mode's word on one block: certified, or why it must be re-run element-wise."""
+
+    certified: bool
+    note: str
+
+
+@dataclass
+class _Level:
+    """The projected difference quotients at one step, for every output."""
+
+    t: float
+    value: np.ndarray  # Richardson-extrapolated directional derivative
+    ra: np.ndarray  # the once-extrapolated quotient at t
+    kink: np.ndarray  # |2 (F - B)(t) - (F - B)(2t)| of the one-sided quotients
+    kink_floor: np.ndarray
+    noise: np.ndarray
+    trusted: np.ndarray  # finite values, in the asymptotic range of the step
+
+
+def _weights(rng: np.random.Generator, size: int) -> np.ndarray:
+    """Random signs times magnitudes in [1, 2]."""
+    return rng.choice([-1.0, 1.0], size=size) * rng.uniform(1.0, 2.0, size=size)
+
+
+class _Probe:
+    """Random weights ``w`` (for the direction) and ``v`` (for the outputs), with ``v^T J``."""
+
+    def __init__(self, fm: _FastMode, rng: np.random.Generator) -> None:
+        self.w = _weights(rng, fm.n)
+        self.v: list[np.ndarray | None] = []
+        self.vj: list[np.ndarray] = []
+        for q, m in enumerate(fm.sizes):
+            v = None if m == 1 else _weights(rng, m)
+            cot = np.ones(fm.out_shapes[q]) if v is None else v.reshape(fm.out_shapes[q])
+            (g,) = vjp([fm.ad_outs[q]], [fm.ins[fm.j]], [cot])
+            self.v.append(v)
+            self.vj.append(np.asarray(g, dtype=np.float64).ravel())
+
+
+class _Along:
+    """One probe with one scaling: ``d = w * s``, the AD side, and cached evaluations."""
+
+    def __init__(self, fm: _FastMode, probe: _Probe, scaling: np.ndarray) -> None:
+        self.fm = fm
+        self.probe = probe
+        self.d = probe.w * scaling
+        self.a = np.array([float(vj @ self.d) for vj in probe.vj])
+        self.scale = np.array([float(np.sum(np.abs(vj * self.d))) for vj in probe.vj])
+        self.points: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self.p0 = np.array([fm.project(probe, q, fm.f0) for q in range(fm.nq)])
+        self.n0 = np.array([fm.noise_of(probe, q, fm.f0) for q in range(fm.nq)])
+        self.sens = np.zeros(fm.nq)
+        self._sens_ready = False
+
+    def sensitivity(self) -> np.ndarray:
+        """Per output: the least shift of the projection by an element off by its tolerance."""
+        if not self._sens_ready:
+            fm = self.fm
+            ad = np.abs(self.d)
+            for q in range(fm.nq):
+                if fm.sizes[q] == 0:
+                    continue
+                at = fm.atol_of(q)
+                v = self.probe.v[q]
+                if v is None:
+                    tol = at + fm.rt[q] * np.abs(self.probe.vj[q])
+                    self.sens[q] = float(np.min(ad * tol))
+                else:
+                    self.sens[q] = float(np.min(np.abs(v)) * np.min(ad) * at)
+            self._sens_ready = True
+        return self.sens
+
+    def point(self, sign: int, e: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Projected outputs, their rounding and finiteness at ``x + sign * t0 * 2**e * d``."""
+        key = (sign, e)
+        if key not in self.points:
+            fm = self.fm
+            tau = sign * fm.t0 * 2.0**e
+            xj = (fm.xf + tau * self.d).astype(fm.x.dtype)
+            fm.spent += 1
+            try:
+                rows = evaluate_input(fm.target, fm.j, xj.reshape(fm.x.shape))
+            except (ValueError, ArithmeticError):
+                # A long step may leave the function's domain (or change its output's
+                # shape); such a point only makes its levels unusable. The element-wise
+                # re-run reports whatever happens at its own, short steps.
+                rows = np.full(fm.f0.shape, np.nan)
+            # Remove the first-order effect of rounding x + tau d to the input's dtype.
+            moved = xj.astype(np.float64) - fm.xf - tau * self.d
+            vals, noise, finite = [], [], []
+            for q in range(fm.nq):
+                part = rows[fm.slices[q]]
+                vals.append(fm.project(self.probe, q, rows) - float(self.probe.vj[q] @ moved))
+                noise.append(fm.noise_of(self.probe, q, rows))
+                finite.append(bool(np.all(np.isfinite(part))))
+            if fm.first_rows is None and np.all(np.isfinite(rows)):
+                fm.first_rows = rows
+            self.points[key] = (np.array(vals), np.array(noise), np.array(finite))
+        return self.points[key]
+
+    def level(self, k: int) -> _Level:
+        """Quotients at step ``t0 * 2**-k`` (points at 1, 2 and 4 times it, both sides)."""
+        t = self.fm.t0 * 2.0**-k
+        pts = {o * s: self.point(s, -k + i) for i, o in enumerate((1, 2, 4)) for s in (1, -1)}
+        val = {o: pts[o][0] for o in pts}
+        with np.errstate(all="ignore"):
+            c1 = (val[1] - val[-1]) / (2 * t)
+            c2 = (val[2] - val[-2]) / (4 * t)
+            c4 = (val[4] - val[-4]) / (8 * t)
+            ra = (4.0 * c1 - c2) / 3.0
+            rb = (4.0 * c2 - c4) / 3.0
+            value = (16.0 * ra - rb) / 15.0
+            gap1 = (val[1] - 2.0 * self.p0 + val[-1]) / t
+            gap2 = (val[2] - 2.0 * self.p0 + val[-2]) / (2 * t)
+            noise = np.maximum.reduce([self.n0] + [pts[o][1] for o in pts]) / t
+            kink = np.abs(2.0 * gap1 - gap2)
+            kink_floor = np.maximum(
+                10.0 * noise + FD_TRUST_FACTOR * np.abs(c1 - c2),
+                0.25 * np.maximum(np.abs(gap1), np.abs(gap2)),
+            )
+            # In the asymptotic range the central quotients' errors follow an even power
+            # of the step (c2 - c1)/(c4 - c2) = 4**-p, p = 1, 2, 3; or rounding dominates.
+            # A larger step gives estimates that may agree by accident.
+            ratio = (c2 - c1) / (c4 - c2)
+            asymptotic = (np.abs(c4 - c2) <= 4.0 * noise) | ((ratio >= 1 / 80) & (ratio <= 0.5))
+        finite = np.logical_and.reduce([pts[o][2] for o in pts]) & np.isfinite(value)
+        return _Level(t, value, ra, kink, kink_floor, noise, finite & asymptotic)
+
+    def judge(self, lv: _Level, prev: _Level) -> dict[str, np.ndarray]:
+        """Mismatch, bound and verdict flags of every output at level ``lv``."""
+        fm = self.fm
+        with np.errstate(all="ignore"):
+            est = (
+                np.maximum(np.abs(lv.value - lv.ra), np.abs(lv.value - prev.value)) + 4.0 * lv.noise
+            )
+            bound = FD_TRUST_FACTOR * est + 10.0 * fm.eps * self.scale
+            mismatch = np.abs(lv.value - self.a)
+            valid = lv.trusted & np.isfinite(prev.value) & np.isfinite(self.a) & np.isfinite(bound)
+            # At a kink the one-sided signature stays put as the step shrinks; for a smooth
+            # function it falls like t**3 (a step too large for either shows at most once).
+            kink = (
+                valid
+                & (lv.kink > np.maximum(lv.kink_floor, _CERTIFY_MARGIN * bound))
+                & (lv.kink >= 0.25 * prev.kink)
+            )
+            off = valid & ~kink & ~(mismatch <= bound)
+            certified = valid & ~kink & ~off & (_CERTIFY_MARGIN * bound <= self.sensitivity())
+        return {
+            "est": est,
+            "bound": bound,
+            "mismatch": mismatch,
+            "valid": valid,
+            "kink": kink,
+            "off": off,
+            "certified": certified,
+        }
+
+    def describe(self, q: int, lv: _Level, verdict: dict[str, np.ndarray]) -> str:
+        return (
+            f"v^T J d: AD {self.a[q]:.9g}, FD {lv.value[q]:.9g}, "
+            f"mismatch {verdict['mismatch'][q]:.2g}, FD err est {verdict['est'][q]:.2g}, "
+            f"bound {verdict['bound'][q]:.2g}; an element off by its tolerance would move it "
+            f"by >= {self.sensitivity()[q]:.2g} (step {lv.t:.3g})"
+        )
+
+
+class _FastMode:
+    """Fast mode for one input ``j`` of a target: every output's block at once."""
+
+    def __init__(
+        self,
+        target: Target,
+        ad_outs: list[Any],
+        ins: list[Tensor],
+        j: int,
+        row_eps: np.ndarray,
+        f0: list[np.ndarray],
+        rtol: float | None,
+        atol: float | None,
+        base: float,
+    ) -> None:
+        self.target = target
+        self.ad_outs = ad_outs
+        self.ins = ins
+        self.j = j
+        self.x = target.problem.x0[j]
+        self.xf = self.x.ravel().astype(np.float64)
+        self.n = self.x.size
+        self.out_shapes = list(target.out_shapes)
+        self.nq = len(self.out_shapes)
+        offsets = target.row_offsets()
+        self.slices = [slice(offsets[q], offsets[q + 1]) for q in range(self.nq)]
+        self.sizes = [offsets[q + 1] - offsets[q] for q in range(self.nq)]
+        self.row_eps = row_eps
+        self.f0 = np.concatenate([np.ravel(v) for v in f0]) if f0 else np.zeros(0)
+        dts = [lowest_precision([d, self.x.dtype]) for d in target.out_dtypes]
+        self.eps = np.array([machine_eps(d) for d in dts])
+        self.rt = np.array([default_rtol(rtol, d) for d in dts])
+        self.atol = atol
+        self._at: dict[int, float] = {}
+        self.t0 = power_of_two(base)
+        self.spent = 0
+        self.first_rows: np.ndarray | None = None
+
+    def project(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
+        part = rows[self.slices[q]]
+        v = probe.v[q]
+        return float(part[0]) if v is None else float(v @ part)
+
+    def noise_of(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
+        """Rounding of the projected value: the rows' rounding errors add like random ones."""
+        part = np.abs(rows[self.slices[q]]) * self.row_eps[self.slices[q]]
+        v = probe.v[q]
+        with np.errstate(all="ignore"):
+            return float(part[0]) if v is None else float(np.linalg.norm(v * part))
+
+    def atol_of(self, q: int) -> float:
+        """``atol``, or ``sqrt(eps)`` times the largest element of one AD row of the block."""
+        if self.atol is not None:
+            return float(self.atol)
+        if q not in self._at:
+            shape = self.out_shapes[q]
+            if self.sizes[q] == 1:
+                cot = np.ones(shape)
+            else:
+                # The row whose directional difference is largest: likely a large row.
+                rows = self.first_rows if self.first_rows is not None else self.f0
+                part = np.nan_to_num(np.abs(rows[self.slices[q]] - self.f0[self.slices[q]]))
+                cot = np.zeros(self.sizes[q])
+                cot[int(np.argmax(part))] = 1.0
+                cot = cot.reshape(shape)
+            (g,) = vjp([self.ad_outs[q]], [self.ins[self.j]], [cot])
+            g = np.abs(np.asarray(g, dtype=np.float64))
+            big = float(np.max(g[np.isfinite(g)], initial=0.0))
+            self._at[q] = math.sqrt(self.eps[q]) * big
+        return self._at[q]
+
+    def scalings(self) -> list[tuple[str, np.ndarray]]:
+        """Scales of the direction's elements, skipping any proportional to an earlier one."""
+        mag = np.abs(self.xf)
+        typ = typical_magnitude(self.xf)
+        cands = [
+            ("max(|x|, 1)", np.maximum(mag, 1.0)),
+            ("uniform", np.ones(self.n)),
+            ("|x|", np.where(mag > 0, mag, typ if typ > 0 else 1.0)),
+        ]
+        kept: list[tuple[str, np.ndarray]] = []
+        for name, s in cands:
+            if not np.all(np.isfinite(s)):
+                continue
+            if any(float(np.max(s / k) / np.min(s / k)) < 1.5 for _, k in kept):
+                continue
+            kept.append((name, s))
+        return kept
+
+
+def project_blocks(
+    target: Target,
+    ad_outs: list[Any],
+    ins: list[Tensor],
+    j: int,
+    row_eps: np.ndarray,
+    f0: list[np.ndarray],
+    rng: np.random.Generator,
+    rtol: float | None,
+    atol: float | None,
+    base: float,
+) -> list[ProjectionOutcome]:
+    """Fast mode for input ``j``: per output, a certified pass or why to re-run element-wise.
+
+    ``base`` is the relative step at which the ladder of steps starts.
+    """
+    fm = _FastMode(target, ad_outs, ins, j, row_eps, f0, rtol, atol, base)
+    nq = fm.nq
+    budget = min(_BUDGET, 2 * fm.n)
+    status: list[str | None] = [None] * nq  # None: undecided; "pass", "off", "kink"
+    notes = ["no step along a random direction gave a difference quotient to trust"] * nq
+    first = _Probe(fm, rng)
+    second: _Probe | None = None
+    for name, scaling in fm.scalings():
+        if all(s is not None for s in status) or fm.spent >= budget:
+            break
+        along = _Along(fm, first, scaling)
+        certified_at: dict[int, list[int]] = {}
+        streak = np.zeros(nq, dtype=int)
+        kinks = np.zeros(nq, dtype=int)
+        best = np.full(nq, np.inf)
+        best_k = np.zeros(nq, dtype=int)
+        levels: dict[int, _Level] = {}
+        firsts: dict[int, tuple[float, float, float]] = {}
+        for k in range(_MAX_LEVELS):
+            open_q = [q for q in range(nq) if status[q] is None and q not in _flat(certified_at)]
+            if not open_q or fm.spent + (6 if k == 0 else 2) > budget:
+                break
+            levels[k] = along.level(k)
+            if k == 0:
+                continue
+            verdict = along.judge(levels[k], levels[k - 1])
+            for q in open_q:
+                if not verdict["valid"][q]:
+                    continue
+                info = along.describe(q, levels[k], verdict)
+                # A kink or a mismatch counts once it shows at two successive steps: one
+                # step too large for the error estimate cannot decide alone.
+                if verdict["kink"][q]:
+                    kinks[q] += 1
+                    streak[q] = 0
+                    notes[q] = f"kink along the direction ({name} scaling): {info}"
+                    if kinks[q] >= 2:
+                        status[q] = "kink"
+                elif verdict["off"][q]:
+                    streak[q] += 1
+                    kinks[q] = 0
+                    notes[q] = f"mismatch ({name} scaling): {info}"
+                    if streak[q] >= 2:
+                        status[q] = "off"
+                elif verdict["certified"][q]:
+                    certified_at.setdefault(k, []).append(q)
+                    firsts[q] = (verdict["mismatch"][q], verdict["bound"][q], along.sens[q])
+                else:
+                    streak[q] = kinks[q] = 0
+                    if "mismatch" not in notes[q] and verdict["bound"][q] < best[q]:
+                        notes[q] = f"FD not accurate enough to certify ({name} scaling): {info}"
+                if verdict["bound"][q] < best[q]:
+                    best[q], best_k[q] = verdict["bound"][q], k
+            if all(k - best_k[q] >= _STALL and np.isfinite(best[q]) for q in open_q):
+                break
+        # A second direction, at the step where the first one certified, must agree too.
+        for k, qs in sorted(certified_at.items()):
+            if second is None:
+                second = _Probe(fm, rng)
+            again = _Along(fm, second, scaling)
+            lv = again.level(k)
+            verdict = again.judge(lv, again.level(k - 1))
+            for q in qs:
+                info = again.describe(q, lv, verdict)
+                if verdict["certified"][q]:
+                    status[q] = "pass"
+                    m1, b1, s1 = firsts[q]
+                    m2, b2, s2 = verdict["mismatch"][q], verdict["bound"][q], again.sens[q]
+                    notes[q] = (
+                        f"fast mode: certified along 2 random directions ({name} scaling, "
+                        f"step {lv.t:.3g}): |v^T J d - FD| = {m1:.2g}, {m2:.2g} within bounds "
+                        f"{b1:.2g}, {b2:.2g}; an element off by its tolerance would move "
+                        f"v^T J d by >= {min(s1, s2):.2g}"
+                    )
+                elif verdict["off"][q]:
+                    status[q] = "off"
+                    notes[q] = f"mismatch along a second direction ({name} scaling): {info}"
+                elif verdict["kink"][q]:
+                    status[q] = "kink"
+                    notes[q] = f"kink along a second direction ({name} scaling): {info}"
+                else:
+                    notes[q] = f"second direction could not certify ({name} scaling): {info}"
+    return [ProjectionOutcome(status[q] == "pass", notes[q]) for q in range(nq)]
+
+
+def _flat(groups: dict[int, Sequence[int]]) -> set[int]:
+    return {q for qs in groups.values() for q in qs}
