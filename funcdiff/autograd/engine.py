@@ -81,6 +81,13 @@ def _make_grads(
                 "gradients can be either Tensors, ndarrays, numbers or None, "
                 f"but got {type(g).__name__}"
             )
+        gkind = (g.data if isinstance(g, Tensor) else np.asarray(g)).dtype.kind
+        if gkind not in "biuf":
+            # strings would fail deep in NumPy; complex would lose its imaginary part
+            raise TypeError(
+                f"grad_output[{i}] must hold real numbers, but its dtype is "
+                f"{(g.data if isinstance(g, Tensor) else np.asarray(g)).dtype}"
+            )
         gshape = np.shape(g.data if isinstance(g, Tensor) else g)
         expected = out.shape
         if batched:
@@ -147,9 +154,11 @@ def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
             # A replaced gradient of another shape would be broadcast or summed into a
             # wrong answer downstream (or become a .grad of the wrong shape): refuse it.
             data = result.data if isinstance(result, Tensor) else result
-            if not isinstance(data, (np.ndarray, np.generic, float, int)) or isinstance(
-                data, bool
-            ) or np.asarray(data).dtype.kind not in "biuf":
+            if (
+                not isinstance(data, (np.ndarray, np.generic, float, int))
+                or isinstance(data, bool)
+                or np.asarray(data).dtype.kind not in "biuf"
+            ):
                 raise TypeError(
                     f"hook {getattr(hook, '__name__', hook)!r} returned "
                     f"{type(result).__name__}; a hook must return a Tensor, an ndarray "

@@ -278,9 +278,10 @@ def _logaddexp_vjp(exp):
             return g * exp(x - ans)
         # Where the result is infinite (both arguments -inf, or one +inf) x - ans is
         # NaN; the weights there are the limits: the larger argument takes it all, ties
-        # split evenly.
-        w = exp(np.where(finite, x, 0.0) - np.where(finite, ans, 0.0))
-        return g * np.where(finite, w, _tie_weights(x, y))
+        # split evenly. A NaN result (a NaN argument) keeps its NaN weight.
+        keep = ~np.isinf(ans)
+        w = exp(np.where(keep, x, 0.0) - np.where(keep, ans, 0.0))
+        return g * np.where(keep, w, _tie_weights(x, y))
 
     def vjp_y(g, ans, x, y):
         return vjp_x(g, ans, y, x)
@@ -307,7 +308,7 @@ unary(np.arctan, lambda g, ans, x: g / (1.0 + x * x))
 def _arctan2_radius2(y, x):
     """x**2 + y**2, with 1 at the origin (where both numerators are 0 anyway)."""
     r2 = x * x + y * y
-    return np.where(r2 > 0, r2, 1.0)
+    return np.where(r2 != 0, r2, 1.0)  # not r2 > 0: NaN must stay NaN
 
 
 binary(
@@ -325,7 +326,7 @@ _hypot_convention = "gradient 0 at the origin"
 
 
 def _hypot_vjp(g, ans, x, y):
-    nonzero = ans > 0
+    nonzero = ans != 0  # not ans > 0: a NaN result must give a NaN gradient
     return np.where(nonzero, g * x / _safe(ans, nonzero), 0.0)
 
 

@@ -494,7 +494,7 @@ def _std_vjp(
     correction=_NOVALUE,
 ):
     s = expand_reduced(ans, ans, a, axis, keepdims)
-    positive = s > 0
+    positive = s != 0  # not s > 0: a NaN standard deviation must give a NaN gradient
     centered = a - np.mean(a, axis=axis, keepdims=True)
     ge = expand_reduced(g, ans, a, axis, keepdims)
     scale = _dof(a, axis, ddof, correction) * np.where(positive, s, 1.0)
@@ -829,7 +829,7 @@ def _norm2(x, axis, keepdims):
 
 def _norm2_vjp(g, ans, x, axis, keepdims):
     n = expand_reduced(ans, ans, x, axis, keepdims)
-    positive = n > 0
+    positive = n != 0  # not n > 0: a NaN norm must give a NaN gradient
     ge = expand_reduced(g, ans, x, axis, keepdims)
     return np.where(positive, ge * x / np.where(positive, n, 1.0), 0.0)
 
@@ -844,7 +844,7 @@ def _pnorm_vjp(g, ans, x, p, axis, keepdims):
     # d|x|_p / dx_i = sign(x_i) (|x_i| / |x|_p)^(p-1); the ratio form cannot overflow.
     n = expand_reduced(ans, ans, x, axis, keepdims)
     size = np.abs(x)
-    ok = (size > 0) & (n > 0)
+    ok = (size != 0) & (n != 0)  # NaN entries stay NaN
     ratio = np.where(ok, size, 1.0) / np.where(ok, n, 1.0)
     ge = expand_reduced(g, ans, x, axis, keepdims)
     return np.where(ok, ge * np.sign(x) * ratio ** (float(p) - 1.0), 0.0)
