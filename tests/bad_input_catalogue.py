@@ -1091,6 +1091,22 @@ INTERNAL_ERRORS = (
 )
 #: The entries whose internal-looking error is NumPy's own answer for plain ndarrays.
 NUMPY_OWN_ERRORS = frozenset({"op-index", "op-axis"})
+#: Entries whose message is NumPy's (the page shows the asserted fragment only, so that it
+#: does not depend on the NumPy version), and entries that append NumPy's reason.
+NUMPY_MESSAGES = frozenset(
+    {
+        "op-broadcast",
+        "op-matmul",
+        "op-reshape",
+        "op-concatenate",
+        "op-axis",
+        "op-index",
+        "op-singular",
+        "op-string-operand",
+        "empty-max",
+    }
+)
+NUMPY_REASONS = frozenset({"tensor-ragged", "tensor-dtype"})
 
 
 def namespace() -> dict:
@@ -1199,7 +1215,12 @@ def render_rst() -> str:
                 msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 if isinstance(exc, KeyError):
                     msg = str(exc.args[0])
-                outcome = [f"``{_type_name(type(exc))}``", "", _cell(msg)]
+                if e.id in NUMPY_MESSAGES:
+                    msg = f"NumPy's own message, which contains: {e.match}"
+                elif e.id in NUMPY_REASONS:
+                    msg = msg.split(": ")[0] + ": (NumPy's reason)"
+                shown = e.raises if e.id in NUMPY_MESSAGES else type(exc)  # no private classes
+                outcome = [f"``{_type_name(shown)}``", "", _cell(msg)]
                 if e.same_object:
                     outcome += ["", "(your exception object itself)"]
             lines += [

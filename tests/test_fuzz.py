@@ -57,6 +57,7 @@ def test_random_programs_ci_budget() -> None:
         "inplace",
         "product",
         "linalg",
+        "registry",
     } <= ops
     assert sum(len(p.ops) for p in ran) >= 3 * CI_PROGRAMS
 
@@ -67,6 +68,17 @@ def test_seeded_programs_ci_budget() -> None:
     summary = fp.run_budget(CI_PROGRAMS, seed=20_260)
     assert summary["ran"] == CI_PROGRAMS
     assert summary["failed"] == 0, "\n\n".join(text for _, text in summary["failures"][:3])
+
+
+def test_registry_operations_cover_the_registered_rules() -> None:
+    """Programs can call every differentiable rule on its own test cases' shapes."""
+    from funcdiff.rules._registry import all_rules
+
+    cases = fp.registry_cases()
+    reachable = {rule.name for _, rule, _ in cases}
+    differentiable = {r.name for r in all_rules() if r.differentiable and r.cases}
+    assert len(cases) >= 800
+    assert len(reachable) >= 0.85 * len(differentiable), sorted(differentiable - reachable)
 
 
 def test_generator_is_deterministic() -> None:
