@@ -13,18 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap
+from funcdiff._tensor import Tensor, _new_object, _wrap
 from funcdiff.autograd import grad_mode
 from funcdiff.autograd.graph import (
     FREED_GRAPH_MESSAGE,
+    INPLACE,
     Node,
     describe_value,
+    note_inplace_change,
     raise_modified,
     version_of,
 )
 from funcdiff.rules._registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 
-__all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode"]
+__all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode", "PositionalNode"]
 
 _state = grad_mode._state
 _ARRAY_TYPES = (np.ndarray, np.generic)
@@ -33,7 +35,7 @@ _ARRAY_TYPES = (np.ndarray, np.generic)
 class RuleNode(Node):
     """A node that differentiates through a registered :class:`Rule`."""
 
-    __slots__ = ("rule", "args", "kwargs", "paths", "ans", "checks", "multi", "nested")
+    __slots__ = ("rule", "args", "kwargs", "paths", "ans", "checks", "multi", "nested", "epoch")
 
     def name(self) -> str:
         return self.rule.node_name
@@ -62,6 +64,7 @@ class RuleNode(Node):
             current = version_of(self.saved_value(label))
             if current != checks[k + 1]:
                 raise_modified(self, label, current, checks[k + 1])
+        self.epoch = INPLACE.count  # verified as of now
 
     def describe_saved(self, label: Any) -> str:
         if label == "ans":
@@ -88,7 +91,7 @@ class RuleNode(Node):
         args = self.args
         if args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
-        if self.checks:
+        if self.checks and self.epoch != INPLACE.count:
             self.check_saved()
         kwargs = self.kwargs
         if create_graph:
@@ -273,6 +276,7 @@ def _record(
     if reads_ans:
         checks += ("ans", 0)
     node.checks = tuple(checks)
+    node.epoch = INPLACE.count
     node.modified = False
     for i, o in enumerate(outputs):
         if o.data.dtype.kind == "f":
@@ -291,101 +295,254 @@ def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
     return call_positional(rule, inputs)
 
 
-# Shared, never mutated: rules receive **kwargs, which Python copies.
-_NO_KWARGS: dict[str, Any] = {}
+class _Plan:
+    """What every node of one rule needs for one set of differentiated positions.
+
+    Computed once per rule, number of arguments and requires-grad mask, and shared
+    by all the nodes recorded that way, so a node holds no per-op bookkeeping tuples.
+    """
+
+    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks")
+
+
+# Positional calls in which no differentiable argument requires grad.
+_NOT_RECORDED = _Plan()
+
+_SEQUENCE_TYPES = (list, tuple)
+
+
+def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
+    keys = []
+    for i in range(nargs):
+        if not mask >> i & 1:
+            continue
+        if i in rule.vjps or rule.vjp_all is not None:
+            keys.append(i)
+        elif i not in rule.nondiff_args:
+            _no_derivative(rule, i)
+    if not keys:
+        plan = _NOT_RECORDED
+    else:
+        _, read, reads_ans = rule.plan(tuple(keys))
+        plan = _Plan()
+        plan.keys = tuple(keys)
+        plan.read = tuple(i for i in read if i < nargs)
+        plan.reads_ans = reads_ans
+        single = len(keys) == 1 and rule.vjp_all is None
+        plan.vjp = rule.vjps[keys[0]] if single else None
+        plan.needs = tuple(i in keys for i in range(nargs))
+        plan.zero_checks = tuple(x for i in plan.read for x in (i, 0))
+    rule._positional_plans[key] = plan
+    return plan
+
+
+class PositionalNode(Node):
+    """A node of a rule called with positional arguments only: operators and ufuncs.
+
+    The lean sibling of :class:`RuleNode` for the calls that dominate small-array
+    code. It keeps the argument Tensors (for ``create_graph`` and error messages)
+    and their ndarrays (for the first-order pass), and shares its plan.
+    """
+
+    __slots__ = ("rule", "plan", "args", "dargs", "ans", "checks", "epoch")
+
+    def name(self) -> str:
+        return self.rule.node_name
+
+    def release(self) -> None:
+        self.args = None
+        self.dargs = None
+        self.ans = None
+
+    def check_saved(self) -> None:
+        """Raise if a value this node's rule reads was modified in place since."""
+        if self.plan.reads_ans and self.modified:
+            raise_modified(self, "ans", None, None)
+        checks = self.checks
+        args = self.args
+        for k in range(0, len(checks), 2):
+            current = version_of(args[checks[k]])
+            if current != checks[k + 1]:
+                raise_modified(self, checks[k], current, checks[k + 1])
+        self.epoch = INPLACE.count  # verified as of now
+
+    def describe_saved(self, label: Any) -> str:
+        if label == "ans":
+            return f"{describe_value(self.ans)}, which is an output of {self.name()},"
+        value = self.args[label]
+        where = ""
+        if isinstance(value, Tensor) and value.grad_fn is not None:
+            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
+        return f"argument {label} {describe_value(value)}{where}"
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
+        return self.run(grads, create_graph, True)
+
+    def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
+        args = self.dargs
+        if args is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.epoch != INPLACE.count:
+            self.check_saved()
+        ans = self.ans
+        if create_graph:
+            # The output re-enters the graph as a Tensor produced by this very node, so
+            # derivatives of rules that read ``ans`` flow through it.
+            args = self.args
+            ans = _wrap(ans, True, self, 0)
+        plan = self.plan
+        vjp = plan.vjp
+        if vjp is not None:
+            result: Sequence[Any] = (vjp(grads[0], ans, *args),)
+        elif self.rule.vjp_all is not None:
+            results = self.rule.vjp_all(plan.needs, grads[0], ans, *args)
+            result = [results[k] for k in plan.keys]
+        else:
+            vjps = self.rule.vjps
+            result = [vjps[k](grads[0], ans, *args) for k in plan.keys]
+        if not retain_graph:
+            self.args = self.dargs = self.ans = None
+        return result
 
 
 def call_positional(rule: Rule, inputs: tuple) -> Any:
     """:func:`call` for positional arguments only (operators and ufuncs): the hot path.
 
     Anything unusual (Tensor subclasses, sequences, several or non-array outputs,
-    views) falls back to the general :func:`call`.
+    views, composites) falls back to the general :func:`call`.
     """
-    datas = []
-    recording = False
-    for a in inputs:
+    if rule.impl is not None:
+        return call(rule, inputs)
+    nargs = len(inputs)
+    if nargs == 2:
+        a, b = inputs
         if type(a) is Tensor:
-            datas.append(a.data)
-            if a._requires_grad:
-                recording = True
-        elif isinstance(a, (Tensor, list, tuple)) or rule.impl is not None:
+            da = a.data
+            mask = 1 if a._requires_grad else 0
+        elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor):
             return call(rule, inputs)
         else:
-            datas.append(a)
-    out = rule.fn(*datas)
+            da = a
+            mask = 0
+        if type(b) is Tensor:
+            db = b.data
+            if b._requires_grad:
+                mask |= 2
+        elif type(b) in _SEQUENCE_TYPES or isinstance(b, Tensor):
+            return call(rule, inputs)
+        else:
+            db = b
+        dargs: tuple = (da, db)
+    elif nargs == 1:
+        a = inputs[0]
+        if type(a) is not Tensor:
+            return call(rule, inputs)
+        dargs = (a.data,)
+        mask = 1 if a._requires_grad else 0
+    else:
+        datas = []
+        mask = 0
+        for i, a in enumerate(inputs):
+            if type(a) is Tensor:
+                datas.append(a.data)
+                if a._requires_grad:
+                    mask |= 1 << i
+            elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor) or nargs > 8:
+                return call(rule, inputs)
+            else:
+                datas.append(a)
+        dargs = tuple(datas)
+    out = rule.fn(*dargs)
     if type(out) is not np.ndarray:
         if not isinstance(out, np.generic):
             return call(rule, inputs)
         out = np.asarray(out)
     elif out.base is not None:
         return call(rule, inputs)
-    t = _wrap(out, False, None, 0)
-    if recording and rule.differentiable and _state.grad_enabled:
-        kind = out.dtype.kind
-        if kind == "f":
-            _record_positional(rule, inputs, t)
-        elif kind == "c":
-            return call(rule, inputs)  # which refuses a complex result, with the reason
+    t = _new_object(Tensor)
+    t.data = out
+    t._requires_grad = False
+    t._grad = None
+    t.grad_fn = None
+    t._output_nr = 0
+    t._version_count = 0
+    t._version_owner = None
+    t._accumulator = None
+    t._retains_grad = False
+    t._view_of = None
+    if not mask or not _state.grad_enabled or not rule.differentiable:
+        return t
+    dtype = out.dtype
+    if dtype.kind != "f":
+        # a complex result is refused by call(), with the reason
+        return call(rule, inputs) if dtype.kind == "c" else t
+    key = nargs << 8 | mask
+    plan = rule._positional_plans.get(key)
+    if plan is None:
+        plan = _positional_plan(rule, key, nargs, mask)
+    if plan is _NOT_RECORDED:
+        return t
+    # Record the node (inline: this is the per-op cost of every small-array program).
+    keys = plan.keys
+    if len(keys) == 1:
+        a = inputs[keys[0]]
+        fn = a.grad_fn
+        edges: tuple = ((fn, a._output_nr) if fn is not None else a._gradient_edge(),)
+    else:
+        edge_list = []
+        for k in keys:
+            a = inputs[k]
+            fn = a.grad_fn
+            edge_list.append((fn, a._output_nr) if fn is not None else a._gradient_edge())
+        edges = tuple(edge_list)
+    node = _new_object(PositionalNode)
+    node.rule = rule
+    node.plan = plan
+    node.edges = edges
+    node.args = inputs
+    node.dargs = dargs
+    node.ans = out
+    # Shared (shape, dtype) records for the common shapes: no new tuples per op.
+    # Builtin dtypes are singletons, so float64 is found by identity, without hashing.
+    shape = out.shape
+    if dtype is _FLOAT64:
+        meta = _FLOAT64_META.get(shape)
+        if meta is None:
+            meta = ((shape, _FLOAT64),)
+            if len(_FLOAT64_META) < 4096:
+                _FLOAT64_META[shape] = meta
+    else:
+        meta = ((shape, dtype),)
+    node.out_meta = meta
+    node.pre_hooks = None
+    node.retained = None
+    node.modified = False
+    checks = plan.zero_checks
+    if checks:
+        # Saved versions are almost always 0: then the plan's shared tuple serves.
+        for i in plan.read:
+            a = inputs[i]
+            if type(a) is Tensor:
+                owner = a._version_owner
+                if (owner if owner is not None else a)._version_count:
+                    checks = _versions(inputs, plan.read)
+                    break
+    node.checks = checks
+    node.epoch = INPLACE.count
+    t._requires_grad = True
+    t.grad_fn = node
     return t
 
 
-def _record_positional(rule: Rule, inputs: tuple, out: Tensor) -> None:
-    keys = []
-    edges = []
-    vjps = rule.vjps
-    for i, a in enumerate(inputs):
-        if type(a) is Tensor and a._requires_grad:
-            if i not in vjps and rule.vjp_all is None:
-                if i in rule.nondiff_args:
-                    continue
-                _no_derivative(rule, i)
-            fn = a.grad_fn
-            edges.append((fn, a._output_nr) if fn is not None else a._gradient_edge())
-            keys.append(i)
-    if not edges:
-        return
-    keys = tuple(keys)
-    plan = rule._plans.get(keys)
-    if plan is None:
-        plan = rule.plan(keys)
-    paths, read, reads_ans = plan
-    node = RuleNode.__new__(RuleNode)
-    node.rule = rule
-    node.edges = tuple(edges)
-    node.paths = paths
-    node.args = inputs
-    node.kwargs = _NO_KWARGS
-    node.pre_hooks = None
-    node.retained = None
-    node.multi = False
-    node.nested = False
-    data = out.data
-    node.ans = data
-    key = (data.shape, data.dtype)
-    meta = _OUT_META.get(key)
-    if meta is None:
-        meta = _OUT_META.setdefault(key, (key,)) if len(_OUT_META) < 4096 else (key,)
-    node.out_meta = meta
+def _versions(inputs: tuple, read: tuple) -> tuple:
     checks: list = []
     for i in read:
-        a = inputs[i] if i < len(inputs) else None
-        if type(a) is Tensor:
-            owner = a._version_owner
-            checks += (_POSITION_LABELS[i], (owner if owner is not None else a)._version_count)
-    if reads_ans:
-        checks += ("ans", 0)
-    node.checks = tuple(checks)
-    node.modified = False
-    out._requires_grad = True
-    out.grad_fn = node
+        checks += (i, version_of(inputs[i]))
+    return tuple(checks)
 
 
-# Shared out_meta tuples for the common (shape, dtype) pairs: one fewer pair of
-# garbage-collected tuples per recorded op. Bounded, so odd shapes cannot grow it.
-_OUT_META: dict[tuple, tuple] = {}
-
-# Interned (position, None) labels, so that checks hold no per-node tuples.
-_POSITION_LABELS = tuple((i, None) for i in range(64))
+_FLOAT64 = np.dtype(np.float64)
+_FLOAT64_META: dict[tuple, tuple] = {}
 
 
 def _no_derivative(rule: Rule, key: Any) -> None:
@@ -524,6 +681,7 @@ def _bump(t: Tensor) -> None:
     if owner is None:
         owner = t
     owner._version_count += 1
+    note_inplace_change()
     for alias in (t, owner):
         if alias.grad_fn is not None:
             alias.grad_fn.modified = True

@@ -627,9 +627,13 @@ class Tensor:
         return _ops.call_ufunc(np.positive, self)
 
 
+# ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
+_new_object = object.__new__
+
+
 def _wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr: int) -> Tensor:
     """Build a Tensor around ``data`` without validation (the hot path)."""
-    t = Tensor.__new__(Tensor)
+    t = _new_object(Tensor)
     t.data = data
     t._requires_grad = requires_grad
     t._grad = None

@@ -31,6 +31,31 @@ class TestInPlace:
             y.sum().backward()
         assert "is at version 1; expected version 0" in str(info.value)
 
+    def test_change_after_a_verified_pass_is_still_refused(self) -> None:
+        # A retained node that passed its version check once must check again after a
+        # later in-place change (the check is skipped only while nothing changed).
+        x = leaf([1.0, 2.0])
+        h = x * 2
+        y = np.sin(h)
+        y.sum().backward(retain_graph=True)
+        np.testing.assert_allclose(x.grad.data, 2 * np.cos(2 * x.data))
+        h += 1
+        with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+            y.sum().backward()
+
+    def test_version_saved_at_record_time_is_the_reference(self) -> None:
+        # The input was already modified once before it was used: its saved version is
+        # 1, not 0, and only a change after the use is an error.
+        x = leaf([0.5, 1.5])
+        h = x * 2
+        h += 1
+        y = np.sin(h)
+        y.sum().backward(retain_graph=True)
+        np.testing.assert_allclose(x.grad.data, 2 * np.cos(2 * x.data + 1))
+        h += 1
+        with pytest.raises(RuntimeError, match="is at version 2; expected version 1"):
+            y.sum().backward()
+
     def test_modified_value_that_no_rule_reads_is_fine(self) -> None:
         x = leaf([1.0, 2.0])
         y = x * 2  # multiply reads x and the constant, not its output

@@ -20,7 +20,7 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import AccumulateGrad, Node
+from funcdiff.autograd.graph import AccumulateGrad, Node, note_inplace_change
 
 __all__ = ["backward", "grad"]
 
@@ -203,6 +203,7 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
         else:
             old.data = old.data + g
         old._version_count += 1
+        note_inplace_change()
 
 
 def run_backward(
@@ -237,20 +238,20 @@ def run_backward(
         for node, nr in targets:
             capture.setdefault(node, []).append(nr)
     deps: dict[Node, int] = {}
+    roots = set(root_nodes)
     stack = list(root_nodes)
-    seen = set(root_nodes)
     untargeted_leaf = False
     while stack:
         for child, _ in stack.pop().edges:
-            if child in deps:
-                deps[child] += 1
-            else:
-                deps[child] = 1
-                if child not in seen:
-                    seen.add(child)
-                    stack.append(child)
-                    if not child.edges and child not in capture:
-                        untargeted_leaf = True
+            count = deps.get(child)
+            if count is not None:
+                deps[child] = count + 1
+                continue
+            deps[child] = 1
+            if child not in roots:  # a root is already on the stack
+                stack.append(child)
+                if not child.edges and child not in capture:
+                    untargeted_leaf = True
 
     # Every path ends at a leaf, so when every leaf reached is a target, every node
     # leads to one. Otherwise run only the nodes one of whose inputs leads to a target.
@@ -258,65 +259,64 @@ def run_backward(
     if targets is not None and (
         untargeted_leaf or any(type(n) is not AccumulateGrad for n in capture)
     ):
-        runnable = _nodes_leading_to(capture, seen)
+        runnable = _nodes_leading_to(capture, roots.union(deps))
 
     captured: dict[tuple[Node, int], Any] = {}
     ready = [n for n in root_nodes if n not in deps]
     previous_mode = _state.grad_enabled
     _state.grad_enabled = create_graph
+    ndarray = np.ndarray
     try:
         while ready:
             node = ready.pop()
             edges = node.edges
             grads = buffers.pop(node, None)
-            if grads is None:  # nothing reached this node: only release its inputs
+            if grads is not None:
+                if node.pre_hooks or node.retained:
+                    _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
+                if capture and node in capture:
+                    for nr in capture[node]:
+                        captured[(node, nr)] = grads[nr]
+                if not edges:
+                    if accumulate and type(node) is AccumulateGrad:
+                        if targets is None or node in capture:
+                            t = node.variable
+                            if t is not None:
+                                _accumulate_into(t, grads[0], create_graph)
+                    continue
+            if grads is None or (runnable is not None and node not in runnable):
+                # Nothing reached this node, or nothing it reaches is wanted: only
+                # release its inputs.
                 for child, _ in edges:
-                    deps[child] -= 1
-                    if not deps[child]:
+                    left = deps[child] - 1
+                    deps[child] = left
+                    if not left:
                         ready.append(child)
                 continue
-            if node.pre_hooks or node.retained:
-                _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
-            if capture and node in capture:
-                for nr in capture[node]:
-                    captured[(node, nr)] = grads[nr]
-            if not edges:
-                if accumulate and type(node) is AccumulateGrad:
-                    if targets is None or node in capture:
-                        t = node.variable
-                        if t is not None:
-                            _accumulate_into(t, grads[0], create_graph)
-                continue
-            in_grads = None
-            if runnable is None or node in runnable:
-                if len(grads) > 1:
-                    _fill_missing(node, grads, create_graph, batch_shape)
-                in_grads = node.apply(grads, create_graph)
-                if not retain_graph:
-                    node.release()
-            for k, (child, nr) in enumerate(edges):
-                if in_grads is not None:
-                    g = in_grads[k]
-                    if g is not None:
-                        meta = child.out_meta[nr]
-                        # Usually the rule returns exactly the input's shape and dtype.
-                        if (
-                            batch_shape
-                            or type(g) is not np.ndarray
-                            or g.shape != meta[0]
-                            or g.dtype != meta[1]
-                        ):
-                            g = _fit(g, meta, batch_shape)
-                        buf = buffers.get(child)
-                        if buf is None:
-                            if len(child.out_meta) == 1:
-                                buffers[child] = [g]
-                            else:
-                                buf = buffers[child] = [None] * len(child.out_meta)
-                                buf[nr] = g
+            if len(grads) > 1:
+                _fill_missing(node, grads, create_graph, batch_shape)
+            in_grads = node.run(grads, create_graph, retain_graph)
+            for (child, nr), g in zip(edges, in_grads):
+                if g is not None:
+                    meta = child.out_meta
+                    shape, dtype = meta[nr]
+                    # Usually the rule returns exactly the input's shape and dtype.
+                    if (
+                        type(g) is not ndarray
+                        or (g.dtype is not dtype and g.dtype != dtype)
+                        or g.shape != (batch_shape + shape if batch_shape else shape)
+                    ):
+                        g = _fit(g, meta[nr], batch_shape)
+                    buf = buffers.get(child)
+                    if buf is None:
+                        if len(meta) == 1:
+                            buffers[child] = [g]
                         else:
-                            old = buf[nr]
-                            buf[nr] = g if old is None else old + g
+                            buf = buffers[child] = [None] * len(meta)
+                            buf[nr] = g
+                    else:
+                        old = buf[nr]
+                        buf[nr] = g if old is None else old + g
                 left = deps[child] - 1
                 deps[child] = left
                 if not left:

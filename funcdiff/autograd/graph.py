@@ -16,7 +16,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from funcdiff._tensor import Tensor
 
-__all__ = ["Node", "AccumulateGrad", "Edge", "FREED_GRAPH_MESSAGE", "version_of", "raise_modified"]
+__all__ = [
+    "Node",
+    "AccumulateGrad",
+    "Edge",
+    "FREED_GRAPH_MESSAGE",
+    "INPLACE",
+    "note_inplace_change",
+    "version_of",
+    "raise_modified",
+]
 
 #: An edge is (node, output index) of the node that produced an input, or None.
 Edge = "tuple[Node, int] | None"
@@ -28,6 +37,28 @@ FREED_GRAPH_MESSAGE = (
     "you need to backward through the graph a second time or if you need to access saved "
     "tensors after calling backward."
 )
+
+
+class _InplaceCounter:
+    """How many in-place changes of Tensors the process has seen.
+
+    A node stamps the count when it is recorded; at backward time an unchanged count
+    proves that nothing it saved was modified, so the per-value version checks run
+    only after some in-place change actually happened.
+    """
+
+    __slots__ = ("count",)
+
+    def __init__(self) -> None:
+        self.count = 0
+
+
+INPLACE = _InplaceCounter()
+
+
+def note_inplace_change() -> None:
+    """Count one in-place change (call it with every ``_version_count`` bump)."""
+    INPLACE.count += 1
 
 
 class Node:
@@ -67,6 +98,16 @@ class Node:
 
     def release(self) -> None:
         """Drop the values saved for backward."""
+
+    def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
+        """What the engine calls: :meth:`apply`, then :meth:`release` unless retained.
+
+        Nodes on the hot path override it to do both in one call.
+        """
+        result = self.apply(grads, create_graph)
+        if not retain_graph:
+            self.release()
+        return result
 
     def describe_saved(self, label: Any) -> str:
         """Describe the saved value ``label`` for error messages."""

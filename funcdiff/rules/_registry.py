@@ -233,6 +233,7 @@ class Rule:
         object.__setattr__(self, "reads", reads)
         object.__setattr__(self, "_checked_cache", {})
         object.__setattr__(self, "_plans", {})
+        object.__setattr__(self, "_positional_plans", {})
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
         object.__setattr__(self, "node_name", node_name + "Backward")
 
