@@ -30,6 +30,9 @@ __all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode", "P
 
 _state = grad_mode._state
 _ARRAY_TYPES = (np.ndarray, np.generic)
+_SEQUENCE_TYPES = (list, tuple)
+# Shared, never mutated: rules receive **kwargs, which Python copies.
+_NO_KWARGS: dict[str, Any] = {}
 
 
 class RuleNode(Node):
@@ -137,13 +140,6 @@ def _data_of(obj: Any) -> Any:
     return obj
 
 
-def _edge(t: Tensor) -> tuple[Node, int]:
-    fn = t.grad_fn
-    if fn is not None:
-        return (fn, t._output_nr)
-    return t._gradient_edge()
-
-
 def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
     """Find the Tensors among the arguments (one level into lists and tuples).
 
@@ -201,17 +197,46 @@ def _mark_view(t: Tensor, sources: Sequence[Tensor]) -> None:
 def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) -> Any:
     """Run ``rule`` on ``args`` (Tensors, arrays, constants) and record it when needed."""
     if kwargs is None:
-        kwargs = {}
+        kwargs = _NO_KWARGS
     if rule.impl is not None:
         return rule.impl(*args, **kwargs)
-    paths, tensors = _scan(args, kwargs)
-    data_args = tuple(_data_of(a) for a in args)
-    data_kwargs = {k: _data_of(v) for k, v in kwargs.items()} if kwargs else kwargs
+    # One pass finds the Tensors (one level into lists and tuples) and unwraps them.
+    paths: list = []
+    tensors: list = []
+    data_args: list = []
+    for i, a in enumerate(args):
+        if isinstance(a, Tensor):
+            paths.append(_ARG_PATHS[i] if i < 64 else (i, None))
+            tensors.append(a)
+            data_args.append(a.data)
+        elif type(a) in _SEQUENCE_TYPES:
+            found = len(tensors)
+            for j, item in enumerate(a):
+                if isinstance(item, Tensor):
+                    paths.append((i, j))
+                    tensors.append(item)
+            data_args.append(_data_of(a) if len(tensors) > found else a)
+        else:
+            data_args.append(a)
+    if kwargs:
+        paths_kw, tensors_kw = _scan((), kwargs)
+        paths += paths_kw
+        tensors += tensors_kw
+        data_kwargs = {k: _data_of(v) for k, v in kwargs.items()} if tensors_kw else kwargs
+    else:
+        data_kwargs = kwargs
     out = rule.fn(*data_args, **data_kwargs)
     result, outputs = _wrap_outputs(out, tensors)
     if rule.differentiable and _state.grad_enabled:
-        _record(rule, args, kwargs, paths, tensors, out, outputs)
+        for t in tensors:
+            if t._requires_grad:
+                _record(rule, args, kwargs, paths, tensors, out, outputs)
+                break
     return result
+
+
+# Interned ``(position, None)`` paths of positional Tensor arguments.
+_ARG_PATHS = tuple((i, None) for i in range(64))
 
 
 def _record(
@@ -224,32 +249,40 @@ def _record(
     outputs: list[Tensor],
 ) -> None:
     diff_paths = []
+    keys = []
     edges = []
+    vjps = rule.vjps
+    by_vjp_all = rule.vjp_all is not None
     for path, t in zip(paths, tensors):
         if not t._requires_grad:
             continue
         key = path[0]
         if key in rule.nondiff_args:
             continue
-        if rule.vjp_all is None and key not in rule.vjps or (
-            rule.vjp_all is not None and isinstance(key, str)
-        ):
+        if isinstance(key, str) if by_vjp_all else key not in vjps:
             _no_derivative(rule, key)
         diff_paths.append(path)
-        edges.append(_edge(t))
+        keys.append(key)
+        fn = t.grad_fn
+        edges.append((fn, t._output_nr) if fn is not None else t._gradient_edge())
     if not edges:
         return
-    float_outputs = [o for o in outputs if o.data.dtype.kind == "f"]
-    if any(o.data.dtype.kind == "c" for o in outputs):
-        # A complex result would be a constant: every gradient through it silently lost.
-        raise TypeError(
-            f"{rule.name} produced a complex result from a Tensor that requires grad; "
-            "funcdiff differentiates real floating-point code only. Keep the computation "
-            "real (split real and imaginary parts), or detach() the input."
-        )
-    if not float_outputs:
+    multi = len(outputs) != 1 or not isinstance(out, _ARRAY_TYPES)
+    has_float = False
+    for o in outputs:
+        kind = o.data.dtype.kind
+        if kind == "c":
+            # A complex result would be a constant: every gradient through it silently lost.
+            raise TypeError(
+                f"{rule.name} produced a complex result from a Tensor that requires grad; "
+                "funcdiff differentiates real floating-point code only. Keep the "
+                "computation real (split real and imaginary parts), or detach() the input."
+            )
+        if kind == "f":
+            has_float = True
+    if not has_float:
         return
-    node = RuleNode.__new__(RuleNode)
+    node = _new_object(RuleNode)
     node.rule = rule
     node.edges = tuple(edges)
     node.paths = tuple(diff_paths)
@@ -257,16 +290,21 @@ def _record(
     node.kwargs = kwargs
     node.pre_hooks = None
     node.retained = None
-    node.nested = any(type(a) in (list, tuple) for a in args)
-    multi = len(outputs) != 1 or not isinstance(out, _ARRAY_TYPES)
+    nested = False
+    for a in args:
+        if type(a) in _SEQUENCE_TYPES:
+            nested = True
+            break
+    node.nested = nested
     node.multi = multi
     if multi:
         node.ans = tuple(o.data for o in outputs)
         node.out_meta = tuple((o.data.shape, o.data.dtype) for o in outputs)
     else:
-        node.ans = outputs[0].data
-        node.out_meta = ((node.ans.shape, node.ans.dtype),)
-    read, reads_ans = rule.checked(tuple(p[0] for p in diff_paths))
+        data = outputs[0].data
+        node.ans = data
+        node.out_meta = ((data.shape, data.dtype),)
+    read, reads_ans = rule.checked(tuple(keys))
     checks: list = []
     if read:
         every = ALL in read
@@ -278,11 +316,16 @@ def _record(
     node.checks = tuple(checks)
     node.epoch = INPLACE.count
     node.modified = False
-    for i, o in enumerate(outputs):
-        if o.data.dtype.kind == "f":
-            o._requires_grad = True
-            o.grad_fn = node
-            o._output_nr = i
+    if multi:
+        for i, o in enumerate(outputs):
+            if o.data.dtype.kind == "f":
+                o._requires_grad = True
+                o.grad_fn = node
+                o._output_nr = i
+    else:
+        o = outputs[0]
+        o._requires_grad = True
+        o.grad_fn = node
 
 
 def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
@@ -307,8 +350,6 @@ class _Plan:
 
 # Positional calls in which no differentiable argument requires grad.
 _NOT_RECORDED = _Plan()
-
-_SEQUENCE_TYPES = (list, tuple)
 
 
 def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:

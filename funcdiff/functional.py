@@ -34,12 +34,13 @@ tensor([[2., 0.],
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, as_tensor
+from funcdiff._tensor import Tensor, _wrap, as_tensor
 from funcdiff.autograd import Function, enable_grad, grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
@@ -294,7 +295,7 @@ def _basis_rows(
     ``(stop - start,) + shape``: the cotangents that one flattened output (or input)
     receives for those rows of the standard basis.
     """
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if start == offset and stop == offset + n:
         return np.eye(n, dtype=dtype).reshape((n, *shape))
     block = np.zeros((stop - start, n), dtype=dtype)
@@ -323,7 +324,7 @@ def _construct_standard_basis_for(
 
 
 def _one_hot(shape: tuple[int, ...], dtype: Any, k: int) -> np.ndarray:
-    e = np.zeros(int(np.prod(shape, dtype=np.int64)), dtype=dtype)
+    e = np.zeros(math.prod(shape), dtype=dtype)
     e[k] = 1
     return e.reshape(shape)
 
@@ -359,7 +360,19 @@ _Join.__name__ = "Join"  # its grad_fn reads JoinBackward
 
 
 def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    return t if t.shape == shape else t.reshape(shape)
+    if t.shape == shape:
+        return t
+    if t.requires_grad:
+        return t.reshape(shape)
+    # A constant result: reshape its ndarray, without the cost of a recorded call.
+    return _wrap(t.data.reshape(shape), False, None, 0)
+
+
+def _rows(t: Tensor, lo: int, hi: int) -> Tensor:
+    """Rows ``lo:hi`` of a block of Jacobian rows (recorded only when it needs to be)."""
+    if t.requires_grad:
+        return t[lo:hi]
+    return _wrap(t.data[lo:hi], False, None, 0)
 
 
 def _pullback_rows(
@@ -386,7 +399,7 @@ def _pullback_rows(
     """
     offsets = [0]
     for shape in root_shapes:
-        offsets.append(offsets[-1] + int(np.prod(shape, dtype=np.int64)))
+        offsets.append(offsets[-1] + math.prod(shape))
     total = offsets[-1]
     live = [r is not None and r.requires_grad for r in roots]
     step = (chunk_size or max(total, 1)) if batched else 1
@@ -407,7 +420,7 @@ def _pullback_rows(
                     pieces[i][j].append((hi - lo, None))
                     continue
                 if batched and (lo, hi) != (start, stop):
-                    r = r[lo - start : hi - start]
+                    r = _rows(r, lo - start, hi - start)
                 pieces[i][j].append((hi - lo, r))
                 nonzero[i][j] = True
 

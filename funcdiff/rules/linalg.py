@@ -200,6 +200,8 @@ def _matmul_vjp_a(g, ans, a, b):
 
 def _matmul_vjp_b(g, ans, a, b):
     na, nb = np.ndim(a), np.ndim(b)
+    if na == 2 and nb == 1:  # matrix @ vector: g[..., m] a[m, k], one GEMV or GEMM
+        return np.matmul(g, a)
     if na == 1:
         if nb == 1:
             return np.expand_dims(g, -1) * a
