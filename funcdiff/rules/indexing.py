@@ -71,12 +71,20 @@ def _is_basic(index: tuple) -> bool:
     return all(i is None or isinstance(i, (int, np.integer, slice)) for i in index)
 
 
+# np.transpose with explicit axes, not np.moveaxis: the same permutation at a fraction
+# of the Python overhead, on the cotangent of every indexing operation.
 def _batch_to_end(a, nb: int):
-    return np.moveaxis(a, tuple(range(nb)), tuple(range(-nb, 0))) if nb else a
+    if not nb:
+        return a
+    ndim = a.ndim
+    return np.transpose(a, (*range(nb, ndim), *range(nb)))
 
 
 def _batch_to_front(a, nb: int):
-    return np.moveaxis(a, tuple(range(-nb, 0)), tuple(range(nb))) if nb else a
+    if not nb:
+        return a
+    ndim = a.ndim
+    return np.transpose(a, (*range(ndim - nb, ndim), *range(ndim - nb)))
 
 
 @dispatching
