@@ -35,25 +35,20 @@ _SEQUENCE_TYPES = (list, tuple)
 _NO_KWARGS: dict[str, Any] = {}
 
 
-class RuleNode(Node):
-    """A node that differentiates through a registered :class:`Rule`."""
+class _SavedNode(Node):
+    """A node of a registered :class:`Rule`: what both node kinds save and check.
 
-    __slots__ = ("rule", "args", "kwargs", "paths", "ans", "checks", "multi", "nested", "epoch")
+    ``checks`` is a flat tuple of ``(label, version)`` pairs for the saved values the
+    rule reads, where the label ``"ans"`` stands for the node's own output.
+    """
+
+    __slots__ = ("rule", "args", "ans", "checks", "epoch")
 
     def name(self) -> str:
         return self.rule.node_name
 
-    def release(self) -> None:
-        self.args = None
-        self.kwargs = None
-        self.ans = None
-        self.checks = ()
-
     def saved_value(self, label: Any) -> Any:
-        """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
-        key, sub = label
-        value = self.args[key] if isinstance(key, int) else self.kwargs[key]
-        return value if sub is None else value[sub]
+        raise NotImplementedError
 
     def check_saved(self) -> None:
         """Raise if a value this node's rule reads was modified in place since."""
@@ -68,6 +63,24 @@ class RuleNode(Node):
             if current != checks[k + 1]:
                 raise_modified(self, label, current, checks[k + 1])
         self.epoch = INPLACE.count  # verified as of now
+
+
+class RuleNode(_SavedNode):
+    """A node that differentiates through a registered :class:`Rule`."""
+
+    __slots__ = ("kwargs", "paths", "multi", "nested")
+
+    def release(self) -> None:
+        self.args = None
+        self.kwargs = None
+        self.ans = None
+        self.checks = ()
+
+    def saved_value(self, label: Any) -> Any:
+        """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
+        key, sub = label
+        value = self.args[key] if isinstance(key, int) else self.kwargs[key]
+        return value if sub is None else value[sub]
 
     def describe_saved(self, label: Any) -> str:
         if label == "ans":
@@ -364,48 +377,38 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
     if not keys:
         plan = _NOT_RECORDED
     else:
-        _, read, reads_ans = rule.plan(tuple(keys))
+        read, reads_ans = rule.checked(tuple(keys))
         plan = _Plan()
         plan.keys = tuple(keys)
-        plan.read = tuple(i for i in read if i < nargs)
+        every = ALL in read
+        plan.read = tuple(i for i in range(nargs) if every or i in read)
         plan.reads_ans = reads_ans
         single = len(keys) == 1 and rule.vjp_all is None
         plan.vjp = rule.vjps[keys[0]] if single else None
         plan.needs = tuple(i in keys for i in range(nargs))
-        plan.zero_checks = tuple(x for i in plan.read for x in (i, 0))
+        plan.zero_checks = _versions((0,) * nargs, plan)
     rule._positional_plans[key] = plan
     return plan
 
 
-class PositionalNode(Node):
+class PositionalNode(_SavedNode):
     """A node of a rule called with positional arguments only: operators and ufuncs.
 
     The lean sibling of :class:`RuleNode` for the calls that dominate small-array
     code. It keeps the argument Tensors (for ``create_graph`` and error messages)
-    and their ndarrays (for the first-order pass), and shares its plan.
+    and their ndarrays (for the first-order pass), and shares its plan. Its check
+    labels are argument positions.
     """
 
-    __slots__ = ("rule", "plan", "args", "dargs", "ans", "checks", "epoch")
-
-    def name(self) -> str:
-        return self.rule.node_name
+    __slots__ = ("plan", "dargs")
 
     def release(self) -> None:
         self.args = None
         self.dargs = None
         self.ans = None
 
-    def check_saved(self) -> None:
-        """Raise if a value this node's rule reads was modified in place since."""
-        if self.plan.reads_ans and self.modified:
-            raise_modified(self, "ans", None, None)
-        checks = self.checks
-        args = self.args
-        for k in range(0, len(checks), 2):
-            current = version_of(args[checks[k]])
-            if current != checks[k + 1]:
-                raise_modified(self, checks[k], current, checks[k + 1])
-        self.epoch = INPLACE.count  # verified as of now
+    def saved_value(self, label: Any) -> Any:
+        return self.args[label]
 
     def describe_saved(self, label: Any) -> str:
         if label == "ans":
@@ -500,17 +503,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         out = np.asarray(out)
     elif out.base is not None:
         return call(rule, inputs)
-    t = _new_object(Tensor)
-    t.data = out
-    t._requires_grad = False
-    t._grad = None
-    t.grad_fn = None
-    t._output_nr = 0
-    t._version_count = 0
-    t._version_owner = None
-    t._accumulator = None
-    t._retains_grad = False
-    t._view_of = None
+    t = _wrap(out, False, None, 0)
     if not mask or not _state.grad_enabled or not rule.differentiable:
         return t
     dtype = out.dtype
@@ -566,7 +559,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             if type(a) is Tensor:
                 owner = a._version_owner
                 if (owner if owner is not None else a)._version_count:
-                    checks = _versions(inputs, plan.read)
+                    checks = _versions(inputs, plan)
                     break
     node.checks = checks
     node.epoch = INPLACE.count
@@ -575,10 +568,13 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     return t
 
 
-def _versions(inputs: tuple, read: tuple) -> tuple:
+def _versions(inputs: tuple, plan: _Plan) -> tuple:
+    """The node's checks: the version of each argument the plan reads, and its output."""
     checks: list = []
-    for i in read:
+    for i in plan.read:
         checks += (i, version_of(inputs[i]))
+    if plan.reads_ans:
+        checks += ("ans", 0)
     return tuple(checks)
 
 

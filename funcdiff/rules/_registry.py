@@ -232,7 +232,6 @@ class Rule:
             reads = {key: frozenset(self.nondiff_args) for key in reads}
         object.__setattr__(self, "reads", reads)
         object.__setattr__(self, "_checked_cache", {})
-        object.__setattr__(self, "_plans", {})
         object.__setattr__(self, "_positional_plans", {})
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
         object.__setattr__(self, "node_name", node_name + "Backward")
@@ -253,17 +252,6 @@ class Rule:
                 read |= self.reads[ALL]
             cached = (frozenset(read), ALL in read or "ans" in read)
             self._checked_cache[keys] = cached
-        return cached
-
-    def plan(self, keys: tuple) -> tuple[tuple, tuple, bool]:
-        """For positional differentiated ``keys``: the node's paths, the positions whose
-        values must be version-checked, and whether the output must be (cached)."""
-        cached = self._plans.get(keys)
-        if cached is None:
-            read, reads_ans = self.checked(keys)
-            positions = range(64) if ALL in read else sorted(k for k in read if isinstance(k, int))
-            cached = (tuple((k, None) for k in keys), tuple(positions), reads_ans)
-            self._plans[keys] = cached
         return cached
 
     def reads_argument(self, key: Any) -> bool:
