@@ -15,6 +15,7 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _new_object, _wrap
 from funcdiff.autograd import grad_mode
+from funcdiff.autograd.forward import transpose_vjp
 from funcdiff.autograd.graph import (
     FREED_GRAPH_MESSAGE,
     INPLACE,
@@ -64,6 +65,42 @@ class _SavedNode(Node):
                 raise_modified(self, label, current, checks[k + 1])
         self.epoch = INPLACE.count  # verified as of now
 
+    def tangent_positions(self) -> tuple | None:
+        """The argument position of each edge, or None where tangent maps cannot apply."""
+        raise NotImplementedError
+
+    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
+        """``(args, kwargs, ans)`` for the rule's maps, checked for in-place changes."""
+        raise NotImplementedError
+
+    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
+        rule = self.rule
+        # An elementwise Jacobian is diagonal (after broadcasting), so each vjp is also
+        # the argument's tangent map.
+        elementwise = rule.family == "elementwise"
+        maps = rule.vjps if elementwise else rule.jvps
+        positions = self.tangent_positions() if maps else None
+        if positions is not None and all(k in maps for k in positions):
+            args, kwargs, ans = self.saved_inputs(create_graph)
+            total = None
+            for k, t in zip(positions, tangents):
+                if t is None:
+                    continue
+                if batched and elementwise:
+                    # Align the argument's axes with the output's, as broadcasting does.
+                    missing = np.ndim(self.ans) - (t.ndim - 1)
+                    if missing > 0:
+                        t = np.reshape(t, t.shape[:1] + (1,) * missing + t.shape[1:])
+                r = maps[k](t, ans, *args, **kwargs)
+                if r is NotImplemented:
+                    break
+                total = r if total is None else total + r
+            else:
+                return [total]
+        # The vjps run on constant saved values unless create_graph: transposing them
+        # records a graph of the cotangent only.
+        return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
+
 
 class RuleNode(_SavedNode):
     """A node that differentiates through a registered :class:`Rule`."""
@@ -103,7 +140,12 @@ class RuleNode(_SavedNode):
             )
         return _wrap(self.ans, True, self, 0)
 
-    def apply(self, grads: list, create_graph: bool) -> list:
+    def tangent_positions(self) -> tuple | None:
+        if self.multi or any(type(key) is not int or sub is not None for key, sub in self.paths):
+            return None
+        return tuple(key for key, _ in self.paths)
+
+    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
         args = self.args
         if args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
@@ -111,15 +153,17 @@ class RuleNode(_SavedNode):
             self.check_saved()
         kwargs = self.kwargs
         if create_graph:
-            ans = self._ans_tensors()
+            return args, kwargs, self._ans_tensors()
+        if self.nested:
+            args = [_data_of(a) for a in args]
         else:
-            if self.nested:
-                args = [_data_of(a) for a in args]
-            else:
-                args = [a.data if type(a) is Tensor else a for a in args]
-            if kwargs:
-                kwargs = {k: _data_of(v) for k, v in kwargs.items()}
-            ans = self.ans
+            args = [a.data if type(a) is Tensor else a for a in args]
+        if kwargs:
+            kwargs = {k: _data_of(v) for k, v in kwargs.items()}
+        return args, kwargs, self.ans
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        args, kwargs, ans = self.saved_inputs(create_graph)
         g = tuple(grads) if self.multi else grads[0]
         rule = self.rule
         paths = self.paths
@@ -421,6 +465,18 @@ class PositionalNode(_SavedNode):
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
         return self.run(grads, create_graph, True)
+
+    def tangent_positions(self) -> tuple:
+        return self.plan.keys
+
+    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
+        if self.dargs is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.epoch != INPLACE.count:
+            self.check_saved()
+        if create_graph:
+            return self.args, _NO_KWARGS, _wrap(self.ans, True, self, 0)
+        return self.dargs, _NO_KWARGS, self.ans
 
     def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
         args = self.dargs

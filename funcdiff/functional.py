@@ -42,6 +42,7 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap, as_tensor
 from funcdiff.autograd import Function, enable_grad, grad
+from funcdiff.autograd.forward import push_forward
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -567,9 +568,12 @@ def jvp(
 ) -> tuple[Any, Any]:
     """The Jacobian-vector product ``J v`` of ``func`` at ``inputs``.
 
-    Computed with the double-backward trick: ``J^T u`` is built once as a function of
-    a dummy cotangent ``u``, and its gradient with respect to ``u`` along ``v`` is
-    ``J v``. This costs two backward passes.
+    Computed in forward mode: ``v`` is pushed through the graph that ``func``
+    recorded, one operation at a time, at about the cost of one more evaluation of
+    ``func``. With ``strict=True`` it uses torch's double-backward trick instead
+    (``J^T u`` built as a function of a dummy cotangent ``u``, then differentiated
+    with respect to ``u`` along ``v``: two backward passes), whose independence
+    checks strict mode is defined by.
 
     Parameters
     ----------
@@ -629,6 +633,14 @@ def jvp(
         outputs = func(*inputs)
         is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jvp")
         _check_requires_grad(outputs, "outputs", strict)
+        if not strict:
+            products = _push_forward(outputs, inputs, v, create_graph)
+            result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
+            outputs = _grad_postprocess(outputs, create_graph)
+            result = _grad_postprocess(result, create_graph)
+            return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
+                result, is_outputs_tuple
+            )
         # The value of the dummy cotangents is irrelevant (J^T u is linear in u); zeros
         # keep inf and nan out of the intermediate results.
         dummies = [np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs]
@@ -648,6 +660,36 @@ def jvp(
     return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
         result, is_outputs_tuple
     )
+
+
+def _push_forward(
+    outputs: tuple[Tensor, ...],
+    inputs: tuple[Tensor, ...],
+    v: tuple[Tensor, ...] | None,
+    create_graph: bool,
+    batched: bool = False,
+) -> list[Tensor | None]:
+    """Forward mode: the tangents of ``outputs`` for tangents ``v`` of ``inputs``.
+
+    ``v`` holds Tensors (None: ones, for a single one-element input), with one leading
+    batch axis when ``batched``. Returns one Tensor per output, None where an output
+    does not depend on the inputs.
+    """
+    if v is None:
+        v = tuple(np.ones_like(t) for t in inputs)
+    seeds = {}
+    for inp, t in zip(inputs, v, strict=True):
+        seeds[inp._gradient_edge()] = t if create_graph else t.data
+    pushed = push_forward(outputs, seeds, create_graph=create_graph, batched=batched)
+    if create_graph:
+        return pushed
+    given = {id(a) for a in seeds.values()}
+    result: list[Tensor | None] = []
+    for r in pushed:
+        if r is not None and (id(r) in given or not r.flags.writeable):
+            r = r.copy()  # never hand out the caller's v, or a read-only broadcast view
+        result.append(None if r is None else _wrap(r, False, None, 0))
+    return result
 
 
 # --------------------------------------------------------------------------- jacobian
@@ -727,39 +769,39 @@ def _jacobian_forward(
     vectorize: bool,
     chunk_size: int | None,
 ) -> tuple[tuple[Tensor, ...], ...]:
-    """Columns of the Jacobian as Jacobian-vector products (double-backward trick).
+    """Columns of the Jacobian as tangents ``J e_k`` pushed through the recorded graph.
 
-    ``J^T u`` is recorded once for dummy cotangents ``u``; pulling the standard basis
-    of the inputs back from it to ``u`` (in batches when ``vectorize``) gives ``J e_k``.
+    With ``vectorize`` a batch of basis tangents (``chunk_size`` of them, all by
+    default) goes through in one pass; otherwise one column per pass.
     """
-    live = [i for i, o in enumerate(outputs) if o.requires_grad]
-    dummies = [np.zeros_like(outputs[i]).requires_grad_() for i in live]
-    grad_inputs = _autograd_grad(
-        [outputs[i] for i in live], inputs, dummies, create_graph=True, retain_graph=True
-    )
-    columns = _pullback_rows(
-        grad_inputs,
-        [inp.shape for inp in inputs],
-        dummies,
-        batched=vectorize,
-        chunk_size=chunk_size,
-        create_graph=False,
-    )
+    offsets = [0]
+    for inp in inputs:
+        offsets.append(offsets[-1] + inp.size)
+    total = offsets[-1]
+    step = (chunk_size or max(total, 1)) if vectorize else 1
+    pieces: list[list[np.ndarray]] = [[] for _ in outputs]
+    for start in range(0, total, step):
+        stop = min(start + step, total)
+        seeds: dict = {}
+        for j, inp in enumerate(inputs):
+            if offsets[j] < stop and start < offsets[j + 1]:
+                rows = _basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
+                seeds[inp._gradient_edge()] = rows if vectorize else rows[0]
+        pushed = push_forward(outputs, seeds, create_graph=False, batched=vectorize)
+        for i, (out, t) in enumerate(zip(outputs, pushed, strict=True)):
+            shape = (stop - start, *out.shape)
+            if t is None:
+                t = np.zeros(shape, out.dtype if out.dtype.kind == "f" else inputs[0].dtype)
+            pieces[i].append(np.reshape(t, shape))
     jac = []
     for i, out in enumerate(outputs):
-        ref = out if out.dtype.kind == "f" else inputs[0]
+        # rows are input elements: move them behind the output axes
+        columns = np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]
+        columns = np.moveaxis(columns, 0, -1)
         entries = []
         for j, inp in enumerate(inputs):
-            shape = out.shape + inp.shape
-            block = columns[j][live.index(i)] if i in live else None
-            if block is None:
-                entries.append(_zeros(ref, shape))
-                continue
-            m = inp.size
-            if m > 1:
-                # rows are input elements: move them behind the output axes
-                block = np.moveaxis(_reshape(block, (m, *out.shape)), 0, -1)
-            entries.append(_reshape(block, shape))
+            block = columns[..., offsets[j] : offsets[j + 1]]
+            entries.append(_wrap(np.reshape(block, out.shape + inp.shape), False, None, 0))
         jac.append(tuple(entries))
     return tuple(jac)
 
@@ -792,8 +834,8 @@ def jacobian(
         (``is_grads_batched``) instead of one pass per row.
     strategy : {"reverse-mode", "forward-mode"}
         Reverse mode pulls back one row per output element; forward mode pushes one
-        column per input element (as Jacobian-vector products by the double-backward
-        trick), cheaper when there are more outputs than inputs. Forward mode does not
+        column per input element through the recorded graph (tangents, as
+        :func:`jvp` does), cheaper when there are more outputs than inputs. Forward mode does not
         support ``create_graph`` or ``strict``.
     chunk_size : int, optional
         With ``vectorize``, pull back at most this many basis rows per backward pass

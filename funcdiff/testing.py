@@ -4,11 +4,13 @@
 compares, with independent truth from finite differences:
 
 * first order: the vector-Jacobian product with a random cotangent;
-* forward mode: the derivative of that vjp with respect to its cotangent (the
-  double-backward trick behind ``jvp``) against differences of the outputs;
+* forward mode, twice: the derivative of that vjp with respect to its cotangent (the
+  double-backward trick) and the tangents pushed through the recorded graph (what
+  ``jvp`` uses: the rule's tangent maps, or its transposed vjp), against differences
+  of the outputs;
 * second order: the Hessian-vector product of that scalarised output (through
   ``create_graph=True``) against finite differences of the gradient;
-* batched first and second order: ``is_grads_batched=True`` against a loop.
+* batched first and second order and forward mode: one pass against a loop.
 
 The test suite runs it over every registered rule, so adding a rule adds its tests.
 """
@@ -25,6 +27,7 @@ import numpy as np
 from funcdiff import _ops
 from funcdiff._tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
+from funcdiff.autograd.forward import push_forward
 from funcdiff.rules._registry import Arg, Case, Rule
 
 __all__ = ["RuleCheck", "check_rule_case", "materialize_case"]
@@ -136,6 +139,21 @@ def _describe(a: np.ndarray, b: np.ndarray) -> str:
     return f"max abs error {worst:.3g} at {idx}: got {got!r}, expected {expected!r}"
 
 
+def _pushed(
+    f: Callable, x0: Sequence[np.ndarray], dirs: Sequence[np.ndarray], batched: bool
+) -> list[np.ndarray]:
+    """Forward mode over the recorded graph of ``f``: one tangent per output."""
+    inputs = [tensor(x, requires_grad=True) for x in x0]
+    outs = f(*inputs)
+    seeds = {t._gradient_edge(): d for t, d in zip(inputs, dirs)}
+    pushed = push_forward(list(outs), seeds, create_graph=False, batched=batched)
+    lead = np.shape(dirs[0])[:1] if batched else ()
+    return [
+        np.zeros(lead + np.shape(o.data)) if t is None else np.asarray(t, dtype=float)
+        for t, o in zip(pushed, outs)
+    ]
+
+
 def check_rule_case(
     rule: Rule, case: Case, index: int = 0, batch: int = 3, eps: float = 1e-6
 ) -> RuleCheck:
@@ -224,6 +242,20 @@ def check_rule_case(
         if not _close(got, expected, case.atol, case.rtol):
             failures.append(f"forward mode (double backward), output {k}: "
                             f"{_describe(got, expected)}")
+        tangents = _pushed(f, x0, direction, batched=False)
+        if not _close(np.where(finite, tangents[k], 0.0), expected, case.atol, case.rtol):
+            failures.append(f"forward mode (tangent rules), output {k}: "
+                            f"{_describe(tangents[k], expected)}")
+
+    # Batched forward mode: a batch of tangents in one pass equals a loop.
+    batch_dirs = [rng.standard_normal((batch,) + x.shape) for x in x0]
+    pushed = _pushed(f, x0, batch_dirs, batched=True)
+    for b in range(batch):
+        looped = _pushed(f, x0, [d[b] for d in batch_dirs], batched=False)
+        for k, (tb, tl) in enumerate(zip(pushed, looped)):
+            if not _close(tb[b], tl, 1e-10, 1e-9):
+                failures.append(f"batched forward mode, output {k}, batch {b}: "
+                                f"{_describe(tb[b], tl)}")
     if case.order < 2 or failures:
         return RuleCheck(rule.name, index, failures)
 

@@ -408,9 +408,20 @@ def test_vectorized_jacobian_uses_one_batched_backward_pass(monkeypatch) -> None
     jacobian(f, x)
     assert calls == [False] * 13
     calls.clear()
+    real_push = F.push_forward
+
+    def counting_push(*args, **kwargs):
+        calls.append(("push", kwargs.get("batched", False)))
+        return real_push(*args, **kwargs)
+
+    monkeypatch.setattr(F, "push_forward", counting_push)
     jacobian(f, x, strategy="forward-mode", vectorize=True)
-    # one pass builds J^T u, one batched pass pushes the whole input basis through it
-    assert calls == [False, True]
+    # one batched forward-mode pass pushes the whole input basis through the graph (sin
+    # and multiply have tangent maps; only sum's vjp is transposed, by one small pass)
+    assert calls == [("push", True)]
+    calls.clear()
+    jacobian(f, x, strategy="forward-mode", vectorize=True, chunk_size=5)
+    assert calls == [("push", True)] * 3
 
 
 def test_vectorize_emits_no_warnings() -> None:

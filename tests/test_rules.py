@@ -54,3 +54,15 @@ def test_checker_rejects_a_rule_that_ignores_the_batch_axis() -> None:
     result = check_rule_case(wrong, Case((Arg((3,)),)))
     assert not result.ok
     assert any("batched" in f for f in result.failures)
+
+
+def test_checker_rejects_a_wrong_tangent_map() -> None:
+    # Right vjps, a forward-mode map that is off by 1%: only the tangent check sees it.
+    vjps = {0: lambda g, ans, a, b: g @ b.T, 1: lambda g, ans, a, b: a.T @ g}
+    right = Rule("mm", np.matmul, vjps=vjps, jvps={0: lambda t, ans, a, b: t @ b})
+    wrong = Rule("mm", np.matmul, vjps=vjps, jvps={0: lambda t, ans, a, b: 1.01 * (t @ b)})
+    case = Case((Arg((3, 4)), Arg((4, 2), diff=False)))
+    assert check_rule_case(right, case).ok
+    result = check_rule_case(wrong, case)
+    assert not result.ok
+    assert any("tangent rules" in f for f in result.failures)

@@ -96,6 +96,14 @@ class Node:
         """Map output cotangents to one cotangent per edge (None where there is none)."""
         raise NotImplementedError
 
+    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> Any:
+        """Forward mode: one output tangent per output, from one tangent per edge.
+
+        None stands for a zero tangent. Returns NotImplemented when the node has no
+        tangent rule: forward mode then transposes its vjp.
+        """
+        return NotImplemented
+
     def release(self) -> None:
         """Drop the values saved for backward."""
 

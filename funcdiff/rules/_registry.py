@@ -184,6 +184,15 @@ class Rule:
     vjps : mapping
         ``{argument: vjp}`` for each differentiable argument, keyed by position, or by
         name for keyword arguments.
+    jvps : mapping, optional
+        ``{position: jvp(t, ans, *args, **kwargs)}``: forward mode's tangent maps, the
+        change of the output along a tangent ``t`` of that argument. ``t`` has shape
+        ``batch + arg.shape`` (``batch_ndim(t, arg)`` tells); the result may broadcast
+        to ``batch + ans.shape``. A jvp may return NotImplemented for cases it does not
+        handle. Optional: forward mode transposes the vjp wherever there is no jvp.
+        Elementwise rules need none: their Jacobians are diagonal, so each vjp is also
+        the argument's tangent map. A jvp must read no argument that the vjp of the
+        same argument does not read (version checks follow the vjps).
     vjp_all : callable, optional
         Instead of ``vjps``: ``vjp_all(needs, g, ans, *args, **kwargs)`` returning one
         cotangent (or None) per positional argument, for rules whose arguments share
@@ -211,6 +220,7 @@ class Rule:
     name: str
     fn: Callable
     vjps: Mapping[int | str, Callable] = field(default_factory=dict)
+    jvps: Mapping[int, Callable] = field(default_factory=dict)
     vjp_all: Callable | None = None
     nondiff_args: frozenset = frozenset()
     differentiable: bool = True

@@ -221,6 +221,27 @@ def _matmul_vjp_b(g, ans, a, b):
     return np.matmul(_mT(a), g)
 
 
+# Forward mode: matmul is bilinear, so a tangent of either factor is multiplied through.
+# A batch of tangents stays one product where matmul's own broadcasting allows it.
+def _matmul_jvp_a(t, ans, a, b):
+    if batch_ndim(t, a) and (np.ndim(a) < 2 or np.ndim(b) > 2):
+        return NotImplemented
+    return np.matmul(t, b)
+
+
+def _matmul_jvp_b(t, ans, a, b):
+    na, nb = np.ndim(a), np.ndim(b)
+    if not batch_ndim(t, b):
+        return np.matmul(a, t)
+    if nb == 1 and na <= 2:  # rows of tangents times a^T: (B, k) @ (k, m)
+        return np.matmul(t, _mT(a)) if na == 2 else np.matmul(t, a)
+    if nb == 2 and na <= 2:
+        return np.matmul(a, t)
+    return NotImplemented
+
+
+_MATMUL_JVPS = {0: _matmul_jvp_a, 1: _matmul_jvp_b}
+
 _matmul_cases = (
     Case((Arg((3, 4)), Arg((4, 2)))),
     Case((Arg((3, 4)), Arg((4,)))),
@@ -238,6 +259,7 @@ register(
         "matmul",
         np.matmul,
         vjps={0: _matmul_vjp_a, 1: _matmul_vjp_b},
+        jvps=_MATMUL_JVPS,
         cases=_matmul_cases,
         family="linalg",
     )
@@ -248,6 +270,7 @@ if hasattr(np.linalg, "matmul"):  # NumPy >= 2.0
             "linalg.matmul",
             np.linalg.matmul,
             vjps={0: _matmul_vjp_a, 1: _matmul_vjp_b},
+            jvps=_MATMUL_JVPS,
             cases=_matmul_cases[:2],
             family="linalg",
         )

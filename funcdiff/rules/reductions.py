@@ -261,6 +261,12 @@ def _sum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial
     return expand_reduced(g, ans, a, axis, keepdims)
 
 
+def _sum_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+    nb = batch_ndim(t, a)
+    axes = tuple(nb + k for k in normalize_axes(axis, np.ndim(a)))
+    return np.sum(t, axis=axes, keepdims=_keepdims(keepdims))
+
+
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
     _unsupported("mean", out=out, where=where)
     return np.mean(a, axis=axis, dtype=dtype, keepdims=_keepdims(keepdims))
@@ -276,6 +282,7 @@ register(
         "sum",
         _sum,
         vjps={0: _sum_vjp},
+        jvps={0: _sum_jvp},
         cases=reduction_cases() + (Case((Arg((2, 3)),), {"axis": 1, "initial": 2.0}),),
         uses_values=False,
         family="reductions",

@@ -1,0 +1,187 @@
+"""Forward mode over a recorded graph: push tangents from inputs to outputs.
+
+After ``func`` has run on Tensors, its graph holds every operation with the values
+it saved. :func:`push_forward` walks that graph from the inputs to the outputs and
+maps input tangents ``v`` to output tangents ``J v``, one operation at a time,
+without the extra reverse pass of the double-backward trick.
+
+A node gives its tangent map through :meth:`Node.tangent`. Where it has none, its
+vjp is transposed: ``u -> J^T u`` is linear, so ``J t`` is the gradient of
+``<J^T u, t>`` with respect to ``u`` (:func:`transpose_vjp`). Every node is
+covered that way; tangent rules only make the common ones fast.
+
+Tangents may carry one leading batch axis (several tangents in one pass).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff._tensor import Tensor, _wrap
+from funcdiff.autograd import grad_mode
+from funcdiff.autograd.engine import _fit, grad
+from funcdiff.autograd.graph import Node
+
+__all__ = ["push_forward", "transpose_vjp"]
+
+_state = grad_mode._state
+
+
+def transpose_vjp(
+    node: Node, tangents: Sequence[Any], create_graph: bool, batched: bool, constant_args: bool
+) -> list[Any]:
+    """Output tangents of ``node`` from its vjp: ``J t = d/du <J^T u, t>``.
+
+    ``constant_args`` says that ``node.apply(..., create_graph=False)`` computes its
+    vjp from the given (Tensor) cotangents and constant saved values, so the recorded
+    ``J^T u`` depends on ``u`` only. Otherwise the vjp runs as under ``create_graph``.
+    """
+    previous = _state.grad_enabled
+    _state.grad_enabled = True
+    try:
+        # The value of u is irrelevant (J^T u is linear in u); zeros keep inf and nan out.
+        dummies = [_wrap(np.zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
+        cotangents = node.apply(list(dummies), create_graph or not constant_args)
+        outputs, pushed = [], []
+        for (child, nr), c, t in zip(node.edges, cotangents, tangents):
+            if t is None or not isinstance(c, Tensor) or not c._requires_grad:
+                continue
+            outputs.append(_fit(c, child.out_meta[nr], ()))
+            pushed.append(t)
+        if not outputs:
+            return [None] * len(dummies)
+        result = grad(
+            outputs,
+            dummies,
+            pushed,
+            allow_unused=True,
+            is_grads_batched=batched,
+            create_graph=create_graph,
+        )
+    finally:
+        _state.grad_enabled = previous
+    return [r if r is None or create_graph else r.data for r in result]
+
+
+def _topological(roots: Sequence[Node], stops: set[Node]) -> tuple[list[Node], dict[Node, int]]:
+    """The nodes ``roots`` depend on, inputs first (``stops`` are not expanded), and
+    for every node the number of edges that lead into it."""
+    order: list[Node] = []
+    uses: dict[Node, int] = {}
+    visited: set[Node] = set(stops)
+    for root in roots:
+        if root in visited:
+            continue
+        visited.add(root)
+        stack = [(root, iter(root.edges))]
+        while stack:
+            node, children = stack[-1]
+            for child, _ in children:
+                uses[child] = uses.get(child, 0) + 1
+                if child not in visited:
+                    visited.add(child)
+                    stack.append((child, iter(child.edges)))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order, uses
+
+
+def push_forward(
+    outputs: Sequence[Tensor],
+    seeds: dict[tuple[Node, int], Any],
+    *,
+    create_graph: bool,
+    batched: bool = False,
+) -> list[Any]:
+    """Tangents of ``outputs`` for the tangents ``seeds`` given at graph edges.
+
+    Parameters
+    ----------
+    outputs : sequence of Tensor
+        Results of a recorded computation.
+    seeds : dict
+        ``{(node, output_index): tangent}``, for the gradient edges of the inputs
+        (``t._gradient_edge()``); each tangent has the input's shape, after one
+        leading batch axis when ``batched``. Ndarrays, or Tensors under
+        ``create_graph``.
+    create_graph : bool
+        Record the tangent computation, so the result can be differentiated.
+    batched : bool
+        The tangents carry a leading batch axis.
+
+    Returns
+    -------
+    list
+        One tangent per output (None where the output does not depend on the seeds):
+        ndarrays, or Tensors under ``create_graph``.
+    """
+    seeded: dict[Node, list] = {}
+    for (node, nr), t in seeds.items():
+        seeded.setdefault(node, [None] * len(node.out_meta))[nr] = t
+    roots = [o.grad_fn or o._gradient_edge()[0] for o in outputs if o._requires_grad]
+    order, pending = _topological(roots, set(seeded))
+    keep = set(roots)
+
+    tangents: dict[Node, list | None] = dict(seeded)
+    batch = (next(iter(seeds.values())).shape[0],) if batched and seeds else ()
+    previous = _state.grad_enabled
+    _state.grad_enabled = create_graph
+    try:
+        for node in order:
+            ins = []
+            live = False
+            for child, nr in node.edges:
+                ts = tangents.get(child)
+                if ts is None:
+                    ins.append(None)
+                else:
+                    t = ts[nr]
+                    ins.append(t)
+                    live = live or t is not None
+                # The last consumer of a node's tangents lets them go.
+                left = pending[child] - 1
+                pending[child] = left
+                if not left and child not in keep:
+                    tangents.pop(child, None)
+            if not live:
+                continue
+            out = node.tangent(ins, create_graph, batched)
+            if out is NotImplemented:
+                out = transpose_vjp(node, ins, create_graph, batched, constant_args=False)
+            metas = node.out_meta
+            for i, t in enumerate(out):
+                if t is not None:
+                    shape, dtype = metas[i]
+                    if type(t) is not np.ndarray or t.dtype != dtype or t.shape != batch + shape:
+                        out[i] = _fit_tangent(t, metas[i], batch)
+            tangents[node] = out
+    finally:
+        _state.grad_enabled = previous
+
+    result = []
+    for o in outputs:
+        if not o._requires_grad:
+            result.append(None)
+            continue
+        node, nr = (o.grad_fn, o._output_nr) if o.grad_fn is not None else o._gradient_edge()
+        ts = tangents.get(node)
+        result.append(None if ts is None else ts[nr])
+    return result
+
+
+def _fit_tangent(t: Any, meta: tuple, batch: tuple[int, ...]) -> Any:
+    """Broadcast a tangent contribution to ``batch + shape`` and cast it to ``dtype``."""
+    shape, dtype = meta
+    if not hasattr(t, "shape"):
+        t = np.asarray(t, dtype=dtype)
+    target = batch + shape if batch else shape
+    if t.shape != target:
+        t = np.broadcast_to(t, target)
+    if t.dtype != dtype:
+        t = t.astype(dtype)
+    return t
