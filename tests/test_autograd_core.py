@@ -377,3 +377,25 @@ def test_hooks_see_one_gradient_at_a_time_under_a_batch() -> None:
     (jac,) = fd.grad(h, x, np.eye(3), is_grads_batched=True)
     assert seen == [(3,)] * 3
     np.testing.assert_allclose(jac.data, 2.0 * np.diag([1.0, 10.0, 100.0]))
+
+
+def test_summing_cotangents_in_place_never_touches_visible_arrays() -> None:
+    # The engine sums a node's cotangents into the first one when nothing else holds it;
+    # the caller's cotangents, captured intermediate gradients and hook arguments must
+    # keep their values.
+    x = fd.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    a = x * 1.0
+    seen = []
+    a.register_hook(lambda g: seen.append(g.data.copy()))
+    y = a + a * 2.0 + np.sin(a)
+    given = np.array([1.0, -1.0, 0.5])
+    before = given.copy()
+    ga, gx = fd.grad(y, (a, x), grad_outputs=given)
+    np.testing.assert_array_equal(given, before)
+    expected = given * (3.0 + np.cos([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(ga.numpy(), expected, rtol=1e-15)
+    np.testing.assert_allclose(gx.numpy(), expected, rtol=1e-15)
+    np.testing.assert_allclose(seen[0], expected, rtol=1e-15)
+    # the same cotangent object reaching a node twice (add passes g on unchanged)
+    (g2,) = fd.grad(np.sum(x + x + x), x)
+    np.testing.assert_array_equal(g2.numpy(), [3.0, 3.0, 3.0])

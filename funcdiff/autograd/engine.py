@@ -13,6 +13,7 @@ rules record themselves, so the result can be differentiated again.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +26,10 @@ from funcdiff.autograd.graph import AccumulateGrad, Node, note_inplace_change
 __all__ = ["backward", "grad"]
 
 _state = grad_mode._state
+_getrefcount = sys.getrefcount
+# References to an accumulated cotangent that only the engine holds: the buffer list,
+# the local name, and getrefcount's own argument.
+_SOLE_OWNER = 3
 
 
 def _as_tuple(obj: Any, what: str) -> tuple:
@@ -316,7 +321,21 @@ def run_backward(
                             buf[nr] = g
                     else:
                         old = buf[nr]
-                        buf[nr] = g if old is None else old + g
+                        if old is None:
+                            buf[nr] = g
+                        elif (
+                            type(old) is ndarray
+                            and type(g) is ndarray
+                            and _getrefcount(old) == _SOLE_OWNER
+                            and old.base is None
+                            and old.flags.writeable
+                            and old.shape == g.shape
+                        ):
+                            # Nothing else can see this buffer (not even through a
+                            # view): sum into it instead of allocating a new one.
+                            np.add(old, g, out=old)
+                        else:
+                            buf[nr] = old + g
                 left = deps[child] - 1
                 deps[child] = left
                 if not left:
