@@ -1119,9 +1119,11 @@ def hvp(
 ) -> tuple[Tensor, Any]:
     """The Hessian-vector product ``H v`` of a scalar function.
 
-    Uses the double-backward trick on top of the gradient, so it costs one backward
-    pass more than :func:`vhp`; both agree for twice continuously differentiable
-    functions (symmetric Hessian), where :func:`vhp` is the cheaper choice.
+    Forward over reverse: ``v`` is pushed, in forward mode, through the recorded
+    gradient, at about the cost of :func:`vhp`'s second backward pass. Both agree for
+    twice continuously differentiable functions (symmetric Hessian). With
+    ``strict=True`` it uses torch's double-backward trick on top of the gradient (one
+    backward pass more), whose independence checks strict mode is defined by.
 
     Parameters
     ----------
@@ -1168,6 +1170,16 @@ def hvp(
         is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
             func, inputs, v, create_graph, strict, "hvp"
         )
+        if not strict:
+            live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
+            pushed = _push_forward(tuple(jac[i] for i in live), inputs, v, create_graph)
+            products: list[Tensor | None] = [None] * len(inputs)
+            for i, p in zip(live, pushed, strict=True):
+                products[i] = p
+            result = _fill_in_zeros(products, inputs, strict, create_graph, "double_back_trick")
+            (output,) = _grad_postprocess((output,), create_graph)
+            result = _grad_postprocess(result, create_graph)
+            return output, _tuple_postprocess(result, is_inputs_tuple)
         grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(double_back, "hessian", strict)

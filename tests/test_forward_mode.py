@@ -122,3 +122,37 @@ def test_jvp_never_returns_the_callers_tangent() -> None:
     np.testing.assert_array_equal(t.numpy(), v.numpy())
     t.data[0] = 5.0
     assert v.data[0] == 1.0
+
+
+def test_hvp_forward_over_reverse_equals_the_hessian_times_v() -> None:
+    # logsumexp, solve and cumsum have no tangent maps: their vjps are transposed.
+    from funcdiff.functional import hessian, hvp, vhp
+    from funcdiff.special import logsumexp
+
+    A = RNG.normal(size=(5, 4))
+    M = np.eye(4) * 3.0 + RNG.normal(size=(4, 4)) * 0.2
+
+    def f(x):
+        return logsumexp(A @ x) + np.sum(np.linalg.solve(M, x) ** 2) + np.sum(np.cumsum(x) ** 3)
+
+    x0, v0 = RNG.normal(size=4), RNG.normal(size=4)
+    H = hessian(f, fd.tensor(x0)).numpy()
+    np.testing.assert_allclose(H, H.T, rtol=1e-12, atol=1e-12)
+    _, hv = hvp(f, fd.tensor(x0), fd.tensor(v0))
+    _, vh = vhp(f, fd.tensor(x0), fd.tensor(v0))
+    np.testing.assert_allclose(hv.numpy(), H @ v0, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(vh.numpy(), hv.numpy(), rtol=1e-12, atol=1e-12)
+    # create_graph: d/dx <H(x) v, w> is the third derivative, checked by differences
+    w = RNG.normal(size=4)
+    x = fd.tensor(x0, requires_grad=True)
+    _, hv_t = hvp(f, x, fd.tensor(v0), create_graph=True)
+    (third,) = fd.grad(np.sum(hv_t * w), x)
+    h = 1e-5
+    fdiff = np.array(
+        [
+            (hvp(f, fd.tensor(x0 + h * e), fd.tensor(v0))[1].numpy() @ w
+             - hvp(f, fd.tensor(x0 - h * e), fd.tensor(v0))[1].numpy() @ w) / (2 * h)
+            for e in np.eye(4)
+        ]
+    )
+    np.testing.assert_allclose(third.numpy(), fdiff, rtol=1e-6, atol=1e-7)
