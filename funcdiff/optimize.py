@@ -38,10 +38,10 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
+from funcdiff.autograd.forward import push_forward
 from funcdiff.autograd.grad_mode import enable_grad
 from funcdiff.check.derivatives import is_batch_safe as _batch_safe
 from funcdiff.check.derivatives import jacobian_rows as _vjp_rows
-from funcdiff.check.derivatives import jvp as _jvp
 
 __all__ = [
     "Derivatives",
@@ -214,12 +214,16 @@ class Derivatives:
         if not self._live(point):
             return np.zeros((m, n))
         with enable_grad():
-            if m <= n or not _batch_safe([point.out]):
+            if m <= n:
                 rows = _vjp_rows(point.out, [point.xt])[0]
                 return np.asarray(rows, dtype=np.float64).reshape(m, n)
             # Tall Jacobian: n forward-mode products in one batched pass.
             basis = np.eye(n).reshape((n,) + point.x.shape)
-            cols = _jvp([point.out], [point.xt], [basis], batched=True)[0]
+            (cols,) = push_forward(
+                [point.out], {point.xt._gradient_edge(): basis}, create_graph=False, batched=True
+            )
+        if cols is None:
+            return np.zeros((m, n))
         return np.asarray(cols, dtype=np.float64).reshape(n, m).T.copy()
 
     def fun_and_jac(self, x: Any, *args: Any, **kwargs: Any) -> tuple[Any, np.ndarray]:
@@ -410,8 +414,9 @@ def root(
 def jacobian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ()) -> Any:
     """The Jacobian of ``fun`` at ``x`` as a matrix-free ``LinearOperator`` (m, n).
 
-    ``matvec(v)`` is ``J v`` (a forward-mode product by the double-backward trick),
-    ``rmatvec(u)`` is ``J^T u`` (a reverse-mode product); both reuse one recorded graph.
+    ``matvec(v)`` is ``J v`` (a forward-mode product: ``v`` pushed through the recorded
+    graph), ``rmatvec(u)`` is ``J^T u`` (a reverse-mode product); both reuse one
+    recorded graph.
     Inputs and outputs are flattened.
 
     Examples
@@ -431,27 +436,19 @@ def jacobian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ())
     out_data = np.asarray(out.data if isinstance(out, Tensor) else out)
     m, n = out_data.size, xa.size
     live = isinstance(out, Tensor) and out.requires_grad
-    state: dict[str, Any] = {}
 
-    def trick() -> tuple[Tensor, Tensor | None]:
-        # g(u) = J^T u recorded with create_graph: d<g(u), v>/du = J v.
-        if "u" not in state:
-            u = tensor(np.zeros(out_data.shape, dtype=out.dtype), requires_grad=True)
-            with enable_grad():
-                (g,) = grad(out, xt, u, create_graph=True, retain_graph=True, allow_unused=True)
-            state["u"], state["g"] = u, g
-        return state["u"], state["g"]
+    def push(tangents: np.ndarray, batched: bool) -> np.ndarray | None:
+        # Forward mode through the one recorded graph: J v without a backward pass.
+        with enable_grad():
+            (t,) = push_forward(
+                [out], {xt._gradient_edge(): tangents}, create_graph=False, batched=batched
+            )
+        return t
 
     def matvec(v: np.ndarray) -> np.ndarray:
         v = np.asarray(v, dtype=np.float64).reshape(xa.shape)
-        if not live:
-            return np.zeros(m)
-        u, g = trick()
-        if g is None or not g.requires_grad:
-            return np.zeros(m)
-        with enable_grad():
-            (jv,) = grad(g, u, v, retain_graph=True, allow_unused=True)
-        return np.zeros(m) if jv is None else np.array(jv.data, dtype=np.float64).ravel()
+        jv = push(v, False) if live else None
+        return np.zeros(m) if jv is None else np.array(jv, dtype=np.float64).ravel()
 
     def rmatvec(w: np.ndarray) -> np.ndarray:
         w = np.asarray(w, dtype=np.float64).reshape(out_data.shape)
@@ -463,23 +460,11 @@ def jacobian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ())
 
     def matmat(V: np.ndarray) -> np.ndarray:
         V = np.asarray(V, dtype=np.float64)
-        if not live or not _batch_safe([out]):
-            return np.column_stack([matvec(c) for c in V.T]) if V.shape[1] else np.zeros((m, 0))
-        u, g = trick()
-        if g is None or not g.requires_grad or not _batch_safe([g]):
-            return np.column_stack([matvec(c) for c in V.T]) if V.shape[1] else np.zeros((m, 0))
-        with enable_grad():
-            (jv,) = grad(
-                g,
-                u,
-                V.T.reshape((V.shape[1],) + xa.shape),
-                retain_graph=True,
-                allow_unused=True,
-                is_grads_batched=True,
-            )
+        k = V.shape[1]
+        jv = push(V.T.reshape((k,) + xa.shape), True) if live and k else None
         if jv is None:
-            return np.zeros((m, V.shape[1]))
-        return np.array(jv.data, dtype=np.float64).reshape(V.shape[1], m).T
+            return np.zeros((m, k))
+        return np.array(jv, dtype=np.float64).reshape(k, m).T
 
     def rmatmat(W: np.ndarray) -> np.ndarray:
         W = np.asarray(W, dtype=np.float64)
