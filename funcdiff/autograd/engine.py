@@ -21,7 +21,7 @@ import numpy as np
 
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import AccumulateGrad, Node, note_inplace_change
+from funcdiff.autograd.graph import AccumulateGrad, Node, PartialCotangent, note_inplace_change
 
 __all__ = ["backward", "grad"]
 
@@ -267,6 +267,7 @@ def run_backward(
         runnable = _nodes_leading_to(capture, roots.union(deps))
 
     captured: dict[tuple[Node, int], Any] = {}
+    partial: set[Node] = set()  # nodes whose buffers may hold a PartialCotangent
     ready = [n for n in root_nodes if n not in deps]
     previous_mode = _state.grad_enabled
     _state.grad_enabled = create_graph
@@ -277,6 +278,11 @@ def run_backward(
             edges = node.edges
             grads = buffers.pop(node, None)
             if grads is not None:
+                if partial and node in partial:
+                    partial.discard(node)
+                    for i, g in enumerate(grads):
+                        if type(g) is PartialCotangent:
+                            grads[i] = g.dense()
                 if node.pre_hooks or node.retained:
                     _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
                 if capture and node in capture:
@@ -311,7 +317,12 @@ def run_backward(
                         or (g.dtype is not dtype and g.dtype != dtype)
                         or g.shape != (batch_shape + shape if batch_shape else shape)
                     ):
-                        g = _fit(g, meta[nr], batch_shape)
+                        if type(g) is PartialCotangent and g.values.dtype == dtype and (
+                            g.shape == batch_shape + shape
+                        ):
+                            partial.add(child)
+                        else:
+                            g = _fit(g, meta[nr], batch_shape)
                     buf = buffers.get(child)
                     if buf is None:
                         if len(meta) == 1:
@@ -325,17 +336,19 @@ def run_backward(
                             buf[nr] = g
                         elif (
                             type(old) is ndarray
-                            and type(g) is ndarray
                             and _getrefcount(old) == _SOLE_OWNER
                             and old.base is None
                             and old.flags.writeable
-                            and old.shape == g.shape
+                            and type(g) is not Tensor
                         ):
                             # Nothing else can see this buffer (not even through a
                             # view): sum into it instead of allocating a new one.
-                            np.add(old, g, out=old)
+                            if type(g) is PartialCotangent:
+                                g.add_to(old)
+                            else:
+                                np.add(old, g, out=old)
                         else:
-                            buf[nr] = old + g
+                            buf[nr] = _sum(old, g)
                 left = deps[child] - 1
                 deps[child] = left
                 if not left:
@@ -343,6 +356,19 @@ def run_backward(
     finally:
         _state.grad_enabled = previous_mode
     return captured
+
+
+def _sum(a: Any, b: Any) -> Any:
+    """``a + b`` for cotangents, either of which may be a :class:`PartialCotangent`."""
+    if type(a) is PartialCotangent:
+        a, b = b, a
+    if type(b) is PartialCotangent:
+        if type(a) is PartialCotangent:
+            return b.add_to(a.dense())
+        if type(a) is np.ndarray:
+            return b.add_to(np.array(a, copy=True))
+        return a + b.dense()  # a recorded Tensor (create_graph with constant cotangents)
+    return a + b
 
 
 def _run_tensor_hooks(

@@ -13,12 +13,15 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 if TYPE_CHECKING:
     from funcdiff._tensor import Tensor
 
 __all__ = [
     "Node",
     "AccumulateGrad",
+    "PartialCotangent",
     "Edge",
     "FREED_GRAPH_MESSAGE",
     "INPLACE",
@@ -150,6 +153,34 @@ class AccumulateGrad(Node):
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
         return ()
+
+
+class PartialCotangent:
+    """A cotangent that is zero outside one basic index: ``zeros(shape)`` with
+    ``values`` at ``index``.
+
+    A vjp may return one in the first-order pass (ndarray cotangents) instead of
+    materialising the zeros, as ``x[1:]`` does: the engine adds ``values`` into the
+    input's accumulated cotangent in place, and makes it dense only when a node, hook
+    or leaf needs it. ``index`` holds ints and slices only, batch axes included.
+    """
+
+    __slots__ = ("index", "values", "shape")
+
+    def __init__(self, index: tuple, values: np.ndarray, shape: tuple[int, ...]) -> None:
+        self.index = index
+        self.values = values
+        self.shape = shape
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=self.values.dtype)
+        out[self.index] = self.values
+        return out
+
+    def add_to(self, dense: np.ndarray) -> np.ndarray:
+        """Add into ``dense`` in place (the caller owns it) and return it."""
+        dense[self.index] += self.values
+        return dense
 
 
 def describe_value(value: Any) -> str:

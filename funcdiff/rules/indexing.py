@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._tensor import Tensor
+from funcdiff.autograd.graph import PartialCotangent
 from funcdiff.rules._registry import Arg, Case, Rule, batch_ndim, dispatching, register
 
 
@@ -152,6 +153,13 @@ register(
 
 
 def _getitem_vjp(g, ans, x, index):
+    if type(g) is np.ndarray:
+        idx = normalize_index(index, np.ndim(x))
+        if all(isinstance(i, (int, np.integer, slice)) for i in idx):
+            # First order, a basic index: the engine adds g into the input's cotangent
+            # in place instead of scattering it into zeros of x's shape first.
+            nb = batch_ndim(g, ans)
+            return PartialCotangent((slice(None),) * nb + idx, g, g.shape[:nb] + np.shape(x))
     return scatter(g, ans, index, np.shape(x))
 
 
