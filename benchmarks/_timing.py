@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 import statistics
@@ -119,6 +120,41 @@ def measure(fn: Callable[[], object], budget: Budget = FULL) -> Timing:
         statistics.median(cpu),
         statistics.median(wall),
         in_gc.total / (sum(wall) * number) if wall else 0.0,
+    )
+
+
+def combine(rounds: list[Timing]) -> Timing:
+    """One Timing from the measurements of the same callable in several rounds.
+
+    The median is the median of the rounds' medians, so a round that ran while the
+    machine was slower moves it less than pooling the samples would.
+    """
+    if len(rounds) == 1:
+        return rounds[0]
+    median = statistics.median
+    return Timing(
+        median([t.median for t in rounds]),
+        min(t.best for t in rounds),
+        median([t.q1 for t in rounds]),
+        median([t.q3 for t in rounds]),
+        sum(t.repeats for t in rounds),
+        rounds[0].number,
+        median([t.cpu_median for t in rounds]),
+        median([t.wall_median for t in rounds]),
+        statistics.fmean(t.gc_share for t in rounds),
+    )
+
+
+def per_round(budget: Budget, rounds: int) -> Budget:
+    """The share of ``budget`` that one of ``rounds`` interleaved rounds gets."""
+    if rounds <= 1:
+        return budget
+    return dataclasses.replace(
+        budget,
+        seconds=budget.seconds / rounds,
+        min_repeats=max(1, math.ceil(budget.min_repeats / rounds)),
+        max_repeats=max(1, math.ceil(budget.max_repeats / rounds)),
+        slow_repeats=max(1, budget.slow_repeats // rounds),
     )
 
 

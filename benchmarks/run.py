@@ -15,6 +15,7 @@ import datetime as _dt
 import importlib
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -80,6 +81,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="do not move the objects of the loaded libraries out of the garbage "
         "collector's reach (gc.freeze) before timing",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="interleaved timing rounds per problem; ratios are medians over rounds of "
+        "times measured in the same round (default: 3, 1 with --quick)",
+    )
     p.add_argument("--verbose", "-v", action="store_true", help="print every setting's time")
     return p.parse_args(argv)
 
@@ -104,9 +112,9 @@ def fmt_ratio(r: float | None) -> str:
 
 
 # ----------------------------------------------------------------------------- running
-def run_variant(variant: Any, problem: Any, ref: list, budget: Any, base: float) -> dict:
+def check_variant(variant: Any, problem: Any, ref: list) -> dict:
+    """Run ``variant`` once and compare its answer with the reference: its table row."""
     from benchmarks._common import compare, to_arrays
-    from benchmarks._timing import measure
 
     row: dict[str, Any] = {
         "problem": problem.key,
@@ -135,13 +143,31 @@ def run_variant(variant: Any, problem: Any, ref: list, budget: Any, base: float)
     del got
     if err:
         row.update(status="FAILED", error=err)
-        return row
-    timing = measure(variant.fn, budget)
-    row.update(timing.as_dict())
-    row["ratio"] = timing.median / base
-    if problem.ops > 1:
-        row["us_per_op"] = timing.median / problem.ops * 1e6
     return row
+
+
+def time_interleaved(timed: list[tuple[dict, Any]], problem: Any, budget: Any, rounds: int) -> None:
+    """Time every checked callable of one problem, in ``rounds`` interleaved rounds.
+
+    ``timed[0]`` is the plain NumPy forward. Each round measures every entry once, and
+    a ratio is the median over rounds of (entry / NumPy forward) measured in the same
+    round, so a machine that drifts faster or slower during the run shifts both sides
+    of a ratio alike. The rows are updated in place.
+    """
+    from benchmarks._timing import combine, measure, per_round
+
+    share = per_round(budget, rounds)
+    samples: list[list] = [[] for _ in timed]
+    for _ in range(rounds):
+        for k, (_, fn) in enumerate(timed):
+            samples[k].append(measure(fn, share))
+    base = samples[0]
+    for (row, _), ts in zip(timed, samples):
+        row.update(combine(ts).as_dict())
+        row["ratio"] = statistics.median(t.median / b.median for t, b in zip(ts, base))
+        if problem.ops > 1:
+            row["us_per_op"] = row["median_s"] / problem.ops * 1e6
+        row["rounds"] = rounds
 
 
 def load_libraries(names: list[str]) -> tuple[list[Any], dict[str, str], dict[str, str]]:
@@ -444,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks import _machine, extras
     from benchmarks import problems as P
-    from benchmarks._timing import FULL, QUICK, measure
+    from benchmarks._timing import FULL, QUICK
 
     # gc_freeze: torch, jax and friends leave hundreds of thousands of objects on the heap;
     # every full collection would walk them, charging the libraries that allocate Python
@@ -452,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     budget = dataclasses.replace(
         QUICK if args.quick else FULL, clock=args.clock, gc_freeze=not args.no_gc_freeze
     )
+    rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
+    if rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
     names = [n.strip() for n in args.libs.split(",") if n.strip()]
     unknown = set(names) - {"funcdiff", *PEERS}
     if unknown:
@@ -486,19 +515,15 @@ def main(argv: list[str] | None = None) -> int:
     for p in problems:
         log(f"{p.key}: {p.label}   [{time.perf_counter() - started:.0f} s]")
         ref = p.reference()
-        t_np = measure(p.forward, budget)
-        base[p.key] = t_np.median
-        rows.append(
-            {
-                "problem": p.key,
-                "pid": p.pid,
-                "column": "numpy f",
-                "setting": "forward",
-                "status": "ok",
-                **t_np.as_dict(),
-                "ratio": 1.0,
-            }
-        )
+        np_row = {
+            "problem": p.key,
+            "pid": p.pid,
+            "column": "numpy f",
+            "setting": "forward",
+            "status": "ok",
+        }
+        rows.append(np_row)
+        timed: list[tuple[dict, Any]] = [(np_row, p.forward)]
         for lib in libs:
             try:
                 variants = lib.variants(p)
@@ -528,12 +553,18 @@ def main(argv: list[str] | None = None) -> int:
                         }
                     )
                     continue
-                t0 = time.perf_counter()
-                r = run_variant(v, p, ref, budget, base[p.key])
+                r = check_variant(v, p, ref)
                 rows.append(r)
-                took = time.perf_counter() - t0
-                what = fmt_time(r.get("median_s")) if r["status"] == "ok" else r["status"]
-                log(f"  {v.column:<15} {v.setting:<45} {what:>10}   ({took:.1f} s)")
+                if r["status"] == "ok":
+                    timed.append((r, v.fn))
+                else:
+                    log(f"  {v.column:<15} {v.setting:<45} {r['status']:>10}")
+        t0 = time.perf_counter()
+        time_interleaved(timed, p, budget, rounds)
+        base[p.key] = np_row["median_s"]
+        for r, _ in timed[1:]:
+            log(f"  {r['column']:<15} {r['setting']:<45} {fmt_time(r['median_s']):>10}")
+        log(f"  ({len(timed)} callables x {rounds} rounds: {time.perf_counter() - t0:.1f} s)")
 
     extra: dict[str, Any] = {}
     fd = fdmod.fd
@@ -611,9 +642,11 @@ def main(argv: list[str] | None = None) -> int:
         "load_average": {"start": load_start, "end": load_end},
         "wall_over_cpu": contention,
         "method": {
-            "cell": "median seconds per call over adaptive repeats; ratio = cell / plain "
-            "NumPy forward of the same function in the same run",
+            "cell": "median over interleaved rounds of the median seconds per call over "
+            "adaptive repeats; ratio = median over rounds of cell / plain NumPy forward of "
+            "the same function measured in the same round",
             "budget": budget.__dict__,
+            "rounds": rounds,
             "clock": args.clock,
             "gc_freeze": not args.no_gc_freeze,
             "threads": 1,
