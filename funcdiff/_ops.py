@@ -19,6 +19,7 @@ from funcdiff.autograd.forward import transpose_vjp
 from funcdiff.autograd.graph import (
     FREED_GRAPH_MESSAGE,
     INPLACE,
+    SEQUENCE,
     Node,
     describe_value,
     note_inplace_change,
@@ -30,6 +31,7 @@ from funcdiff.rules._registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RUL
 __all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode", "PositionalNode"]
 
 _state = grad_mode._state
+_next_seq = SEQUENCE.__next__
 _ARRAY_TYPES = (np.ndarray, np.generic)
 _SEQUENCE_TYPES = (list, tuple)
 # Shared, never mutated: rules receive **kwargs, which Python copies.
@@ -342,6 +344,7 @@ def _record(
     node = _new_object(RuleNode)
     node.rule = rule
     node.edges = tuple(edges)
+    node.seq = _next_seq()
     node.paths = tuple(diff_paths)
     node.args = tuple(args)
     node.kwargs = kwargs
@@ -589,6 +592,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     node.rule = rule
     node.plan = plan
     node.edges = edges
+    node.seq = _next_seq()
     node.args = inputs
     node.dargs = dargs
     node.ans = out

@@ -1,9 +1,9 @@
 """The reverse-mode engine: ``backward`` and ``grad``.
 
-One pass walks the recorded graph in topological order with an explicit stack (no
-recursion, so million-node chains are fine), sums the cotangents that reach each
-node in a dictionary local to the call, runs each node's rule once all of its
-consumers have contributed, and releases the node's saved values unless
+One pass walks the recorded graph in topological order, given by the nodes' creation
+numbers (a heap, no recursion, so million-node chains are fine), sums the cotangents
+that reach each node in a dictionary local to the call, runs each node's rule once all
+of its consumers have contributed, and releases the node's saved values unless
 ``retain_graph``.
 
 With ``create_graph=False`` cotangents are plain ndarrays and rules run on them at
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from heapq import heapify, heappop, heappush
 from typing import Any
 
 import numpy as np
@@ -236,74 +237,61 @@ def run_backward(
             root_nodes.append(node)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
 
-    # Count, for every reachable node, how many edges lead into it. (Edges are never
-    # None: nodes keep edges only to inputs that require grad.)
+    # Nodes run by decreasing creation number: every consumer of a node was made after
+    # it, so all of a node's cotangents have arrived when its turn comes, with no pass
+    # that counts dependencies first. A node enters the heap when its first cotangent
+    # arrives; one that none reaches never runs.
     capture: dict[Node, list[int]] = {}
+    runnable: set[Node] | None = None
     if targets is not None:
         for node, nr in targets:
             capture.setdefault(node, []).append(nr)
-    deps: dict[Node, int] = {}
-    roots = set(root_nodes)
-    stack = list(root_nodes)
-    untargeted_leaf = False
-    while stack:
-        for child, _ in stack.pop().edges:
-            count = deps.get(child)
-            if count is not None:
-                deps[child] = count + 1
-                continue
-            deps[child] = 1
-            if child not in roots:  # a root is already on the stack
-                stack.append(child)
-                if not child.edges and child not in capture:
-                    untargeted_leaf = True
-
-    # Every path ends at a leaf, so when every leaf reached is a target, every node
-    # leads to one. Otherwise run only the nodes one of whose inputs leads to a target.
-    runnable: set[Node] | None = None
-    if targets is not None and (
-        untargeted_leaf or any(type(n) is not AccumulateGrad for n in capture)
-    ):
-        runnable = _nodes_leading_to(capture, roots.union(deps))
+        # Every path ends at a leaf, so when every leaf reached is a target, every node
+        # leads to one. Otherwise run only the nodes one of whose inputs leads to a target.
+        seen = set(root_nodes)
+        stack = list(root_nodes)
+        untargeted_leaf = False
+        while stack:
+            for child, _ in stack.pop().edges:
+                if child not in seen:
+                    seen.add(child)
+                    stack.append(child)
+                    if not child.edges and child not in capture:
+                        untargeted_leaf = True
+        if untargeted_leaf or any(type(n) is not AccumulateGrad for n in capture):
+            runnable = _nodes_leading_to(capture, seen)
 
     captured: dict[tuple[Node, int], Any] = {}
     partial: set[Node] = set()  # nodes whose buffers may hold a PartialCotangent
-    ready = [n for n in root_nodes if n not in deps]
+    heap = [(-n.seq, n) for n in root_nodes]  # seq numbers are unique: nodes never compared
+    heapify(heap)
     previous_mode = _state.grad_enabled
     _state.grad_enabled = create_graph
     ndarray = np.ndarray
     try:
-        while ready:
-            node = ready.pop()
+        while heap:
+            node = heappop(heap)[1]
             edges = node.edges
-            grads = buffers.pop(node, None)
-            if grads is not None:
-                if partial and node in partial:
-                    partial.discard(node)
-                    for i, g in enumerate(grads):
-                        if type(g) is PartialCotangent:
-                            grads[i] = g.dense()
-                if node.pre_hooks or node.retained:
-                    _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
-                if capture and node in capture:
-                    for nr in capture[node]:
-                        captured[(node, nr)] = grads[nr]
-                if not edges:
-                    if accumulate and type(node) is AccumulateGrad:
-                        if targets is None or node in capture:
-                            t = node.variable
-                            if t is not None:
-                                _accumulate_into(t, grads[0], create_graph)
-                    continue
-            if grads is None or (runnable is not None and node not in runnable):
-                # Nothing reached this node, or nothing it reaches is wanted: only
-                # release its inputs.
-                for child, _ in edges:
-                    left = deps[child] - 1
-                    deps[child] = left
-                    if not left:
-                        ready.append(child)
+            grads = buffers.pop(node)
+            if partial and node in partial:
+                partial.discard(node)
+                for i, g in enumerate(grads):
+                    if type(g) is PartialCotangent:
+                        grads[i] = g.dense()
+            if node.pre_hooks or node.retained:
+                _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
+            if capture and node in capture:
+                for nr in capture[node]:
+                    captured[(node, nr)] = grads[nr]
+            if not edges:
+                if accumulate and type(node) is AccumulateGrad:
+                    if targets is None or node in capture:
+                        t = node.variable
+                        if t is not None:
+                            _accumulate_into(t, grads[0], create_graph)
                 continue
+            if runnable is not None and node not in runnable:
+                continue  # nothing it leads to is wanted
             if len(grads) > 1:
                 _fill_missing(node, grads, create_graph, batch_shape)
             in_grads = node.run(grads, create_graph, retain_graph)
@@ -330,6 +318,7 @@ def run_backward(
                         else:
                             buf = buffers[child] = [None] * len(meta)
                             buf[nr] = g
+                        heappush(heap, (-child.seq, child))
                     else:
                         old = buf[nr]
                         if old is None:
@@ -349,10 +338,6 @@ def run_backward(
                                 np.add(old, g, out=old)
                         else:
                             buf[nr] = _sum(old, g)
-                left = deps[child] - 1
-                deps[child] = left
-                if not left:
-                    ready.append(child)
     finally:
         _state.grad_enabled = previous_mode
     return captured

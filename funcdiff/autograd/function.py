@@ -16,6 +16,7 @@ from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
 from funcdiff.autograd.graph import (
     FREED_GRAPH_MESSAGE,
+    SEQUENCE,
     Node,
     describe_value,
     raise_modified,
@@ -247,6 +248,7 @@ class Function:
             positions = tuple(i for i, n in enumerate(needs) if n)
             node = FunctionNode.__new__(FunctionNode)
             node.edges = tuple(args[i]._gradient_edge() for i in positions)
+            node.seq = next(SEQUENCE)
             node.out_meta = tuple((o.data.shape, o.data.dtype) for o in tensors_out)
             node.pre_hooks = None
             node.retained = None

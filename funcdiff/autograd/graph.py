@@ -9,6 +9,7 @@ wrong gradient.
 
 from __future__ import annotations
 
+import itertools
 import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,7 @@ __all__ = [
     "Edge",
     "FREED_GRAPH_MESSAGE",
     "INPLACE",
+    "SEQUENCE",
     "note_inplace_change",
     "version_of",
     "raise_modified",
@@ -64,6 +66,11 @@ def note_inplace_change() -> None:
     INPLACE.count += 1
 
 
+#: Creation order of nodes. A node's inputs exist before it does, so every edge leads to
+#: a smaller number: visiting nodes by decreasing ``seq`` is a topological order.
+SEQUENCE = itertools.count()
+
+
 class Node:
     """One recorded operation of the backward graph.
 
@@ -74,11 +81,14 @@ class Node:
         produced it (an ``AccumulateGrad`` for a leaf), or None.
     out_meta : tuple
         ``(shape, dtype)`` of each output, used to shape and type incoming gradients.
+    seq : int
+        When the node was made (from :data:`SEQUENCE`), larger than any of its inputs'.
     """
 
-    __slots__ = ("edges", "out_meta", "pre_hooks", "retained", "modified", "__weakref__")
+    __slots__ = ("edges", "out_meta", "seq", "pre_hooks", "retained", "modified", "__weakref__")
 
     def __init__(self, edges: tuple, out_meta: tuple) -> None:
+        self.seq = next(SEQUENCE)
         self.edges = edges
         self.out_meta = out_meta
         self.pre_hooks: dict[int, list[Callable]] | None = None
