@@ -83,25 +83,37 @@ class _SavedNode(Node):
         maps = rule.vjps if elementwise else rule.jvps
         positions = self.tangent_positions() if maps else None
         if positions is not None and all(k in maps for k in positions):
-            args, kwargs, ans = self.saved_inputs(create_graph)
-            total = None
-            for k, t in zip(positions, tangents):
-                if t is None:
-                    continue
-                if batched and elementwise:
-                    # Align the argument's axes with the output's, as broadcasting does.
-                    missing = np.ndim(self.ans) - (t.ndim - 1)
-                    if missing > 0:
-                        t = np.reshape(t, t.shape[:1] + (1,) * missing + t.shape[1:])
-                r = maps[k](t, ans, *args, **kwargs)
-                if r is NotImplemented:
-                    break
-                total = r if total is None else total + r
-            else:
+            jvps = tuple(maps[k] for k in positions)
+            total = _apply_jvps(self, jvps, tangents, create_graph, batched and elementwise)
+            if total is not NotImplemented:
                 return [total]
         # The vjps run on constant saved values unless create_graph: transposing them
         # records a graph of the cotangent only.
         return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
+
+
+def _apply_jvps(
+    node: _SavedNode, jvps: tuple, tangents: list, create_graph: bool, pad: bool
+) -> Any:
+    """The output tangent: the sum of each argument's tangent map applied to its tangent.
+
+    ``pad`` aligns a batch of tangents with the output's axes, as broadcasting aligns
+    the arguments (elementwise rules). NotImplemented when a map declines.
+    """
+    args, kwargs, ans = node.saved_inputs(create_graph)
+    total = None
+    for jvp, t in zip(jvps, tangents):
+        if t is None:
+            continue
+        if pad:
+            missing = np.ndim(node.ans) - (t.ndim - 1)
+            if missing > 0:
+                t = np.reshape(t, t.shape[:1] + (1,) * missing + t.shape[1:])
+        r = jvp(t, ans, *args, **kwargs)
+        if r is NotImplemented:
+            return r
+        total = r if total is None else total + r
+    return total
 
 
 class RuleNode(_SavedNode):
@@ -405,7 +417,7 @@ class _Plan:
     by all the nodes recorded that way, so a node holds no per-op bookkeeping tuples.
     """
 
-    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks")
+    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks", "jvps", "pads")
 
 
 # Positional calls in which no differentiable argument requires grad.
@@ -434,6 +446,12 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
         plan.vjp = rule.vjps[keys[0]] if single else None
         plan.needs = tuple(i in keys for i in range(nargs))
         plan.zero_checks = _versions((0,) * nargs, plan)
+        # Forward mode: the tangent map of each key (None: transpose the vjps instead).
+        # An elementwise Jacobian is diagonal, so its vjps are also its tangent maps,
+        # once a batch of tangents is aligned with the output's axes ("pads").
+        plan.pads = rule.family == "elementwise"
+        maps = rule.vjps if plan.pads else rule.jvps
+        plan.jvps = tuple(maps[k] for k in keys) if all(k in maps for k in keys) else None
     rule._positional_plans[key] = plan
     return plan
 
@@ -471,6 +489,15 @@ class PositionalNode(_SavedNode):
 
     def tangent_positions(self) -> tuple:
         return self.plan.keys
+
+    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
+        # _SavedNode.tangent, with the tangent maps looked up once per plan.
+        plan = self.plan
+        if plan.jvps is not None:
+            total = _apply_jvps(self, plan.jvps, tangents, create_graph, batched and plan.pads)
+            if total is not NotImplemented:
+                return [total]
+        return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
         if self.dargs is None:

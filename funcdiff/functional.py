@@ -897,8 +897,8 @@ def jacobian(
             inputs = _grad_preprocess(inputs, False, need_graph=True)
             outputs = func(*inputs)
             is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
+            # The blocks are new constant Tensors: there is nothing to detach.
             jac = _jacobian_forward(outputs, inputs, vectorize, chunk_size)
-            jac = _grad_postprocess(jac, False)
             return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
         is_inputs_tuple, inputs = _as_tuple(
@@ -913,8 +913,9 @@ def jacobian(
                 "funcdiff.functional.jacobian: `strict=True` and `vectorize=True` are not "
                 "supported together. Please either set `strict=False` or `vectorize=False`."
             )
+        # Without create_graph the blocks are new constant Tensors (made by the backward
+        # pass from detached inputs): there is nothing to detach.
         jac = _jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
-    jac = _grad_postprocess(jac, create_graph)
     return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 

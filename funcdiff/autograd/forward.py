@@ -16,6 +16,7 @@ Tangents may carry one leading batch axis (several tangents in one pass).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -69,26 +70,23 @@ def transpose_vjp(
 def _topological(roots: Sequence[Node], stops: set[Node]) -> tuple[list[Node], dict[Node, int]]:
     """The nodes ``roots`` depend on, inputs first (``stops`` are not expanded), and
     for every node the number of edges that lead into it."""
-    order: list[Node] = []
+    order = [r for r in dict.fromkeys(roots) if r not in stops]
+    seen = stops.union(order)
     uses: dict[Node, int] = {}
-    visited: set[Node] = set(stops)
-    for root in roots:
-        if root in visited:
-            continue
-        visited.add(root)
-        stack = [(root, iter(root.edges))]
-        while stack:
-            node, children = stack[-1]
-            for child, _ in children:
-                uses[child] = uses.get(child, 0) + 1
-                if child not in visited:
-                    visited.add(child)
-                    stack.append((child, iter(child.edges)))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
+    stack = list(order)
+    while stack:
+        for child, _ in stack.pop().edges:
+            uses[child] = uses.get(child, 0) + 1
+            if child not in seen:
+                seen.add(child)
+                order.append(child)
+                stack.append(child)
+    # Creation order is a topological order: every node is newer than its inputs.
+    order.sort(key=_creation)
     return order, uses
+
+
+_creation = attrgetter("seq")
 
 
 def push_forward(
