@@ -589,19 +589,18 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         out = np.asarray(out)
     elif out.base is not None:
         return call(rule, inputs)
-    t = _wrap(out, False, None, 0)
     if not mask or not _state.grad_enabled or not rule.differentiable:
-        return t
+        return _wrap(out, False, None, 0)
     dtype = out.dtype
     if dtype.kind != "f":
         # a complex result is refused by call(), with the reason
-        return call(rule, inputs) if dtype.kind == "c" else t
+        return call(rule, inputs) if dtype.kind == "c" else _wrap(out, False, None, 0)
     key = nargs << 8 | mask
     plan = rule._positional_plans.get(key)
     if plan is None:
         plan = _positional_plan(rule, key, nargs, mask)
     if plan is _NOT_RECORDED:
-        return t
+        return _wrap(out, False, None, 0)
     # Record the node (inline: this is the per-op cost of every small-array program).
     keys = plan.keys
     if len(keys) == 1:
@@ -650,9 +649,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     break
     node.checks = checks
     node.epoch = INPLACE.count
-    t._requires_grad = True
-    t.grad_fn = node
-    return t
+    return _wrap(out, True, node, 0)
 
 
 def _versions(inputs: tuple, plan: _Plan) -> tuple:
