@@ -47,6 +47,9 @@ class _SavedNode(Node):
 
     __slots__ = ("rule", "args", "ans", "checks", "epoch")
 
+    # Rules are written with NumPy calls, which a BasisBatch answers (densely if need be).
+    accepts_structured = True
+
     def name(self) -> str:
         return self.rule.node_name
 

@@ -43,6 +43,7 @@ import numpy as np
 from funcdiff._tensor import Tensor, _wrap, as_tensor
 from funcdiff.autograd import Function, enable_grad, grad
 from funcdiff.autograd.forward import push_forward
+from funcdiff.autograd.structured import identity_rows
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -461,7 +462,12 @@ def _passes(
             if lo >= hi or not live[i]:
                 continue
             used.append(root)
-            if batched:
+            if batched and start <= offsets[i] and offsets[i + 1] <= stop and not create_graph:
+                # The whole block: scaled identity rows, which elementwise rules keep
+                # as a diagonal and matmul turns into a row scaling (no GEMM).
+                block = identity_rows(root_shapes[i], root.dtype, offsets[i] - start, stop - start)
+                cots.append(block)
+            elif batched:
                 cots.append(_basis_rows(root_shapes[i], root.dtype, offsets[i], start, stop))
             else:
                 cots.append(_one_hot(root_shapes[i], root.dtype, start - offsets[i]))

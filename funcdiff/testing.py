@@ -10,7 +10,9 @@ compares, with independent truth from finite differences:
   of the outputs;
 * second order: the Hessian-vector product of that scalarised output (through
   ``create_graph=True``) against finite differences of the gradient;
-* batched first and second order and forward mode: one pass against a loop.
+* batched first and second order and forward mode: one pass against a loop;
+* structured cotangents (the scaled identity rows of a vectorized Jacobian) against
+  their dense arrays.
 
 The test suite runs it over every registered rule, so adding a rule adds its tests.
 """
@@ -28,6 +30,7 @@ from funcdiff import _ops
 from funcdiff._tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
 from funcdiff.autograd.forward import push_forward
+from funcdiff.autograd.structured import BasisBatch
 from funcdiff.rules._registry import Arg, Case, Rule
 
 __all__ = ["RuleCheck", "check_rule_case", "materialize_case"]
@@ -213,6 +216,25 @@ def check_rule_case(
             if not _close(gb.data[b], gl.data, 1e-10, 1e-9):
                 failures.append(f"batched first order, input {k}, batch {b}: "
                                 f"{_describe(gb.data[b], gl.data)}")
+    # Structured cotangents (scaled identity rows, as a vectorized Jacobian passes
+    # them): the rule's answer, structured or not, equals the dense one.
+    sizes = [r.size for r in ref]
+    rows = sum(sizes)
+    if rows:
+        offsets = np.cumsum([0, *sizes[:-1]])
+        structured = [
+            BasisBatch(rng.standard_normal(r.shape), int(o), rows) for r, o in zip(ref, offsets)
+        ]
+        inputs = values(True, x0)
+        outs = f(*inputs)
+        got = grad(outs, inputs, grad_outputs=structured, is_grads_batched=True,
+                   allow_unused=True, materialize_grads=True, retain_graph=True)
+        want = grad(outs, inputs, grad_outputs=[s.dense() for s in structured],
+                    is_grads_batched=True, allow_unused=True, materialize_grads=True)
+        for k, (gs, gd) in enumerate(zip(got, want)):
+            if not _close(gs.data, gd.data, 1e-12, 1e-11):
+                failures.append(f"structured cotangents, input {k}: "
+                                f"{_describe(gs.data, gd.data)}")
     if failures:
         return RuleCheck(rule.name, index, failures)
 

@@ -23,6 +23,7 @@ import numpy as np
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
 from funcdiff.autograd.graph import AccumulateGrad, Node, PartialCotangent, note_inplace_change
+from funcdiff.autograd.structured import BasisBatch, densify
 
 __all__ = ["backward", "grad"]
 
@@ -82,6 +83,18 @@ def _make_grads(
                 )
             grads.append(np.ones_like(out.data))
             continue
+        if batched and type(g) is BasisBatch and not create_graph:
+            if g.shape[1:] != out.shape:
+                raise RuntimeError(
+                    f"grad_output[{i}] has a shape of {g.shape}, not a batch of "
+                    f"cotangents of output[{i}]'s shape {out.shape}"
+                )
+            if batch_shape is not None and g.shape[:1] != batch_shape:
+                raise RuntimeError(f"grad_output[{i}] has batch size {g.shape[0]}")
+            batch_shape = g.shape[:1]
+            grads.append(g if g.dtype == out.dtype else densify(g).astype(out.dtype))
+            continue
+        g = densify(g)
         if not isinstance(g, (Tensor, np.ndarray, float, int, np.generic)) or isinstance(g, bool):
             raise TypeError(
                 "gradients can be either Tensors, ndarrays, numbers or None, "
@@ -229,6 +242,7 @@ def run_backward(
     """
     buffers: dict[Node, list] = {}
     root_nodes: list[Node] = []
+    lazy: set[Node] = set()  # nodes whose buffers may hold a partial or structured cotangent
     for t, g in zip(roots, root_grads):
         node, nr = t._gradient_edge()
         buf = buffers.get(node)
@@ -236,6 +250,8 @@ def run_backward(
             buf = buffers[node] = [None] * len(node.out_meta)
             root_nodes.append(node)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
+        if type(g) is BasisBatch:
+            lazy.add(node)
 
     # Nodes run by decreasing creation number: every consumer of a node was made after
     # it, so all of a node's cotangents have arrived when its turn comes, with no pass
@@ -262,7 +278,6 @@ def run_backward(
             runnable = _nodes_leading_to(capture, seen)
 
     captured: dict[tuple[Node, int], Any] = {}
-    partial: set[Node] = set()  # nodes whose buffers may hold a PartialCotangent
     heap = [(-n.seq, n) for n in root_nodes]  # seq numbers are unique: nodes never compared
     heapify(heap)
     previous_mode = _state.grad_enabled
@@ -273,11 +288,9 @@ def run_backward(
             node = heappop(heap)[1]
             edges = node.edges
             grads = buffers.pop(node)
-            if partial and node in partial:
-                partial.discard(node)
-                for i, g in enumerate(grads):
-                    if type(g) is PartialCotangent:
-                        grads[i] = g.dense()
+            if lazy and node in lazy:
+                lazy.discard(node)
+                _materialize(node, grads, capture)
             if node.pre_hooks or node.retained:
                 _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
             if capture and node in capture:
@@ -305,10 +318,12 @@ def run_backward(
                         or (g.dtype is not dtype and g.dtype != dtype)
                         or g.shape != (batch_shape + shape if batch_shape else shape)
                     ):
-                        if type(g) is PartialCotangent and g.values.dtype == dtype and (
-                            g.shape == batch_shape + shape
+                        if (
+                            type(g) in _LAZY_TYPES
+                            and g.dtype == dtype
+                            and g.shape == batch_shape + shape
                         ):
-                            partial.add(child)
+                            lazy.add(child)
                         else:
                             g = _fit(g, meta[nr], batch_shape)
                     buf = buffers.get(child)
@@ -332,7 +347,7 @@ def run_backward(
                         ):
                             # Nothing else can see this buffer (not even through a
                             # view): sum into it instead of allocating a new one.
-                            if type(g) is PartialCotangent:
+                            if type(g) in _LAZY_TYPES:
                                 g.add_to(old)
                             else:
                                 np.add(old, g, out=old)
@@ -343,12 +358,31 @@ def run_backward(
     return captured
 
 
+_LAZY_TYPES = (PartialCotangent, BasisBatch)
+
+
+def _materialize(node: Node, grads: list, capture: dict) -> None:
+    """Dense arrays for the partial cotangents of ``node``, and for its structured ones
+    unless its rule takes them as they are (hooks, captures and leaves see arrays)."""
+    keep = node.accepts_structured and not (
+        node.pre_hooks or node.retained or (capture and node in capture)
+    )
+    for i, g in enumerate(grads):
+        t = type(g)
+        if t is PartialCotangent:
+            grads[i] = g.dense()
+        elif t is BasisBatch and not keep:
+            grads[i] = g.dense()
+
+
 def _sum(a: Any, b: Any) -> Any:
-    """``a + b`` for cotangents, either of which may be a :class:`PartialCotangent`."""
-    if type(a) is PartialCotangent:
+    """``a + b`` for cotangents, either of which may be partial or structured."""
+    if type(a) in _LAZY_TYPES:
         a, b = b, a
-    if type(b) is PartialCotangent:
-        if type(a) is PartialCotangent:
+    if type(b) in _LAZY_TYPES:
+        if type(a) is BasisBatch and type(b) is BasisBatch:
+            return a + b  # stays structured when both cover the same rows
+        if type(a) in _LAZY_TYPES:
             return b.add_to(a.dense())
         if type(a) is np.ndarray:
             return b.add_to(np.array(a, copy=True))

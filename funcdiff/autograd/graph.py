@@ -87,6 +87,10 @@ class Node:
 
     __slots__ = ("edges", "out_meta", "seq", "pre_hooks", "retained", "modified", "__weakref__")
 
+    #: Whether ``apply`` takes structured cotangents (``BasisBatch``) as they are; the
+    #: engine gives other nodes dense arrays.
+    accepts_structured = False
+
     def __init__(self, edges: tuple, out_meta: tuple) -> None:
         self.seq = next(SEQUENCE)
         self.edges = edges
@@ -181,6 +185,10 @@ class PartialCotangent:
         self.index = index
         self.values = values
         self.shape = shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.values.dtype
 
     def dense(self) -> np.ndarray:
         out = np.zeros(self.shape, dtype=self.values.dtype)
