@@ -1005,7 +1005,11 @@ def hessian(
         return out.squeeze()
 
     def jac_func(*inp: Tensor) -> tuple:
-        jac = jacobian(ensure_single_output_function, inp, create_graph=True)
+        # The Jacobian of a one-element output is its gradient: torch calls jacobian()
+        # here, whose one-row pass and input aliases give the same blocks at more cost.
+        out = ensure_single_output_function(*inp)
+        grads = _autograd_grad((out,), inp, create_graph=True)
+        jac = tuple(_zeros(t, t.shape) if g is None else g for t, g in zip(inp, grads))
         _check_requires_grad(jac, "jacobian", strict)
         return jac
 
