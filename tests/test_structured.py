@@ -85,3 +85,17 @@ def test_vectorized_jacobian_with_structured_rows_equals_the_loop() -> None:
         for row_l, row_f in zip(looped, fast):
             for jl, jf in zip(row_l, row_f):
                 np.testing.assert_allclose(jf.numpy(), jl.numpy(), rtol=1e-13, atol=1e-14)
+
+
+def test_gradients_handed_out_are_writable_arrays() -> None:
+    # A structured cotangent that reaches a captured input, a hook or a leaf unchanged
+    # comes out as the caller's own writable array.
+    x = fd.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+    y = x * 2.0
+    g = BasisBatch(np.ones(3), 0, 3)
+    (gy,) = fd.grad(y, y, grad_outputs=[g], is_grads_batched=True)
+    gy.data[0, 0] = 7.0
+    np.testing.assert_array_equal(g.dense(), np.eye(3))
+    (gx,) = fd.grad(y + y, x, grad_outputs=[g], is_grads_batched=True)
+    np.testing.assert_array_equal(gx.numpy(), 4.0 * np.eye(3))
+    assert gx.data.flags.writeable

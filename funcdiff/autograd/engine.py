@@ -372,7 +372,7 @@ def _materialize(node: Node, grads: list, capture: dict) -> None:
         if t is PartialCotangent:
             grads[i] = g.dense()
         elif t is BasisBatch and not keep:
-            grads[i] = g.dense()
+            grads[i] = np.array(g.dense())  # its own copy: the shared one is read-only
 
 
 def _sum(a: Any, b: Any) -> Any:
@@ -383,7 +383,7 @@ def _sum(a: Any, b: Any) -> Any:
         if type(a) is BasisBatch and type(b) is BasisBatch:
             return a + b  # stays structured when both cover the same rows
         if type(a) in _LAZY_TYPES:
-            return b.add_to(a.dense())
+            return b.add_to(np.array(a.dense()))  # a writable copy
         if type(a) is np.ndarray:
             return b.add_to(np.array(a, copy=True))
         return a + b.dense()  # a recorded Tensor (create_graph with constant cotangents)

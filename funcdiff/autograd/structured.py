@@ -36,12 +36,13 @@ class BasisBatch(NDArrayOperatorsMixin):
            [ 0.,  0.]])
     """
 
-    __slots__ = ("d", "offset", "rows")
+    __slots__ = ("d", "offset", "rows", "_dense")
 
     def __init__(self, d: np.ndarray, offset: int, rows: int) -> None:
         self.d = d
         self.offset = offset
         self.rows = rows
+        self._dense: np.ndarray | None = None
 
     # What rules read without computing anything.
     @property
@@ -64,11 +65,18 @@ class BasisBatch(NDArrayOperatorsMixin):
         return self.rows
 
     def dense(self) -> np.ndarray:
-        n = self.d.size
-        out = np.zeros((self.rows, n), dtype=self.d.dtype)
-        j = np.arange(n)
-        out[self.offset + j, j] = self.d.reshape(-1)
-        return out.reshape(self.shape)
+        """The dense array, made once: several rules may ask for it. It is shared, and
+        read-only so that no caller can change it for the others."""
+        out = self._dense
+        if out is None:
+            n = self.d.size
+            out = np.zeros((self.rows, n), dtype=self.d.dtype)
+            j = np.arange(n)
+            out[self.offset + j, j] = self.d.reshape(-1)
+            out = out.reshape(self.shape)
+            out.flags.writeable = False
+            self._dense = out
+        return out
 
     def add_to(self, dense: np.ndarray) -> np.ndarray:
         """Add into ``dense`` (of this shape, owned by the caller) in place; return it."""
@@ -82,6 +90,8 @@ class BasisBatch(NDArrayOperatorsMixin):
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.dense()
+        if copy:
+            return out.astype(dtype or out.dtype, copy=True)
         return out if dtype is None else out.astype(dtype, copy=False)
 
     def __getattr__(self, name: str) -> Any:
