@@ -117,6 +117,15 @@ def push_forward(
     list
         One tangent per output (None where the output does not depend on the seeds):
         ndarrays, or Tensors under ``create_graph``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([0.0, 1.0], requires_grad=True)
+    >>> y = np.sin(x) * x
+    >>> push_forward([y], {x._gradient_edge(): np.array([1.0, 1.0])}, create_graph=False)
+    [array([0.        , 1.38177329])]
     """
     seeded: dict[Node, list] = {}
     for (node, nr), t in seeds.items():

@@ -177,6 +177,15 @@ class PartialCotangent:
     materialising the zeros, as ``x[1:]`` does: the engine adds ``values`` into the
     input's accumulated cotangent in place, and makes it dense only when a node, hook
     or leaf needs it. ``index`` holds ints and slices only, batch axes included.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = PartialCotangent((slice(1, None),), np.array([2.0, 3.0]), (3,))
+    >>> g.dense()
+    array([0., 2., 3.])
+    >>> g.add_to(np.ones(3))
+    array([1., 3., 4.])
     """
 
     __slots__ = ("index", "values", "shape")
