@@ -79,17 +79,13 @@ class _SavedNode(Node):
         raise NotImplementedError
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
-        rule = self.rule
-        # An elementwise Jacobian is diagonal (after broadcasting), so each vjp is also
-        # the argument's tangent map.
-        elementwise = rule.family == "elementwise"
-        maps = rule.vjps if elementwise else rule.jvps
-        positions = self.tangent_positions() if maps else None
-        if positions is not None and all(k in maps for k in positions):
-            jvps = tuple(maps[k] for k in positions)
-            total = _apply_jvps(self, jvps, tangents, create_graph, batched and elementwise)
-            if total is not NotImplemented:
-                return [total]
+        positions = self.tangent_positions()
+        if positions is not None:
+            jvps, pad = self.rule.tangent_maps(positions)
+            if jvps is not None:
+                total = _apply_jvps(self, jvps, tangents, create_graph, batched and pad)
+                if total is not NotImplemented:
+                    return [total]
         # The vjps run on constant saved values unless create_graph: transposing them
         # records a graph of the cotangent only.
         return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
@@ -420,7 +416,7 @@ class _Plan:
     by all the nodes recorded that way, so a node holds no per-op bookkeeping tuples.
     """
 
-    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks", "jvps", "pads")
+    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks")
 
 
 # Positional calls in which no differentiable argument requires grad.
@@ -449,12 +445,6 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
         plan.vjp = rule.vjps[keys[0]] if single else None
         plan.needs = tuple(i in keys for i in range(nargs))
         plan.zero_checks = _versions((0,) * nargs, plan)
-        # Forward mode: the tangent map of each key (None: transpose the vjps instead).
-        # An elementwise Jacobian is diagonal, so its vjps are also its tangent maps,
-        # once a batch of tangents is aligned with the output's axes ("pads").
-        plan.pads = rule.family == "elementwise"
-        maps = rule.vjps if plan.pads else rule.jvps
-        plan.jvps = tuple(maps[k] for k in keys) if all(k in maps for k in keys) else None
     rule._positional_plans[key] = plan
     return plan
 
@@ -492,15 +482,6 @@ class PositionalNode(_SavedNode):
 
     def tangent_positions(self) -> tuple:
         return self.plan.keys
-
-    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
-        # _SavedNode.tangent, with the tangent maps looked up once per plan.
-        plan = self.plan
-        if plan.jvps is not None:
-            total = _apply_jvps(self, plan.jvps, tangents, create_graph, batched and plan.pads)
-            if total is not NotImplemented:
-                return [total]
-        return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
         if self.dargs is None:

@@ -442,6 +442,12 @@ def _pullback_rows(
     return blocks
 
 
+# Below this many entries a block of identity rows stays a dense array: the structured
+# form saves NumPy work in proportion to the block's size, but costs Python dispatch per
+# operation (the two break even near 64 x 64 on the Hessian of Rosenbrock).
+_DENSE_MAX = 4096
+
+
 def _passes(
     roots: Sequence[Tensor | None],
     root_shapes: Sequence[tuple[int, ...]],
@@ -462,7 +468,8 @@ def _passes(
             if lo >= hi or not live[i]:
                 continue
             used.append(root)
-            if batched and start <= offsets[i] and offsets[i + 1] <= stop and not create_graph:
+            whole = start <= offsets[i] and offsets[i + 1] <= stop
+            if batched and whole and not create_graph and (stop - start) * (hi - lo) >= _DENSE_MAX:
                 # The whole block: scaled identity rows, which elementwise rules keep
                 # as a diagonal and matmul turns into a row scaling (no GEMM).
                 block = identity_rows(root_shapes[i], root.dtype, offsets[i] - start, stop - start)

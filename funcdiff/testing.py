@@ -254,6 +254,7 @@ def check_rule_case(
     else:
         jv = [np.zeros_like(r) for r in ref]
     h = 1e-6 * max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
+    tangents = _pushed(f, x0, direction, batched=False)
     plus = _as_arrays(f(*[x + h * v for x, v in zip(x0, direction)]))
     minus = _as_arrays(f(*[x - h * v for x, v in zip(x0, direction)]))
     for k, (got, p, m) in enumerate(zip(jv, plus, minus)):
@@ -264,7 +265,6 @@ def check_rule_case(
         if not _close(got, expected, case.atol, case.rtol):
             failures.append(f"forward mode (double backward), output {k}: "
                             f"{_describe(got, expected)}")
-        tangents = _pushed(f, x0, direction, batched=False)
         if not _close(np.where(finite, tangents[k], 0.0), expected, case.atol, case.rtol):
             failures.append(f"forward mode (tangent rules), output {k}: "
                             f"{_describe(tangents[k], expected)}")

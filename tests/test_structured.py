@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import funcdiff as fd
+import funcdiff.functional as F
 from funcdiff.autograd.structured import BasisBatch
 from funcdiff.functional import jacobian
 
@@ -69,22 +70,28 @@ def test_add_to_any_memory_layout() -> None:
         np.testing.assert_allclose(dense, want, rtol=1e-15)
 
 
-def test_vectorized_jacobian_with_structured_rows_equals_the_loop() -> None:
-    A = RNG.normal(size=(6, 4))
-    B = RNG.normal(size=(4, 6))
-    C = RNG.normal(size=(6, 6))
+def test_vectorized_jacobian_with_structured_rows_equals_the_loop(monkeypatch) -> None:
+    made = []
+    real = F.identity_rows
+    monkeypatch.setattr(F, "identity_rows", lambda *a: made.append(a) or real(*a))
+    # Blocks of 160 x 60 rows: large enough to be pulled back in structured form.
+    A = RNG.normal(size=(60, 40)) / 8
+    B = RNG.normal(size=(40, 60)) / 8
+    C = RNG.normal(size=(60, 60)) / 8
 
     def f(x, y):
         h = np.tanh(A @ x) * (C @ y)
-        return h, np.exp(x) * y[:4] + np.sum(h), (x @ B) / (1.0 + y * y)
+        return h, np.exp(x) * y[:40] + np.sum(h), (x @ B) / (1.0 + y * y)
 
-    x, y = fd.tensor(RNG.normal(size=4)), fd.tensor(RNG.normal(size=6))
+    x, y = fd.tensor(RNG.normal(size=40)), fd.tensor(RNG.normal(size=60))
     looped = jacobian(f, (x, y))
+    assert made == []
     for chunk in (None, 3, 7):
         fast = jacobian(f, (x, y), vectorize=True, chunk_size=chunk)
         for row_l, row_f in zip(looped, fast):
             for jl, jf in zip(row_l, row_f):
                 np.testing.assert_allclose(jf.numpy(), jl.numpy(), rtol=1e-13, atol=1e-14)
+    assert len(made) == 3  # one structured block per output, in the unchunked pass
 
 
 def test_gradients_handed_out_are_writable_arrays() -> None:

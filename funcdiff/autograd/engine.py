@@ -23,7 +23,7 @@ import numpy as np
 from funcdiff._tensor import Tensor, _wrap
 from funcdiff.autograd import grad_mode
 from funcdiff.autograd.graph import AccumulateGrad, Node, PartialCotangent, note_inplace_change
-from funcdiff.autograd.structured import BasisBatch, densify
+from funcdiff.autograd.structured import BasisBatch
 
 __all__ = ["backward", "grad"]
 
@@ -83,31 +83,25 @@ def _make_grads(
                 )
             grads.append(np.ones_like(out.data))
             continue
-        if batched and type(g) is BasisBatch and not create_graph:
-            if g.shape[1:] != out.shape:
-                raise RuntimeError(
-                    f"grad_output[{i}] has a shape of {g.shape}, not a batch of "
-                    f"cotangents of output[{i}]'s shape {out.shape}"
-                )
-            if batch_shape is not None and g.shape[:1] != batch_shape:
-                raise RuntimeError(f"grad_output[{i}] has batch size {g.shape[0]}")
-            batch_shape = g.shape[:1]
-            grads.append(g if g.dtype == out.dtype else densify(g).astype(out.dtype))
-            continue
-        g = densify(g)
-        if not isinstance(g, (Tensor, np.ndarray, float, int, np.generic)) or isinstance(g, bool):
+        # Structured identity rows (vectorized Jacobians) pass as they are where they can
+        # be used: a batch of constant cotangents; elsewhere they are their dense array.
+        structured = type(g) is BasisBatch and batched and not create_graph
+        if type(g) is BasisBatch and not structured:
+            g = g.dense()
+        if not (
+            structured or isinstance(g, (Tensor, np.ndarray, float, int, np.generic))
+        ) or isinstance(g, bool):
             raise TypeError(
                 "gradients can be either Tensors, ndarrays, numbers or None, "
                 f"but got {type(g).__name__}"
             )
-        gkind = (g.data if isinstance(g, Tensor) else np.asarray(g)).dtype.kind
-        if gkind not in "biuf":
+        values = g.data if isinstance(g, Tensor) else g if structured else np.asarray(g)
+        if values.dtype.kind not in "biuf":
             # strings would fail deep in NumPy; complex would lose its imaginary part
             raise TypeError(
-                f"grad_output[{i}] must hold real numbers, but its dtype is "
-                f"{(g.data if isinstance(g, Tensor) else np.asarray(g)).dtype}"
+                f"grad_output[{i}] must hold real numbers, but its dtype is {values.dtype}"
             )
-        gshape = np.shape(g.data if isinstance(g, Tensor) else g)
+        gshape = values.shape
         expected = out.shape
         if batched:
             if len(gshape) != len(expected) + 1 or gshape[1:] != expected:
@@ -133,6 +127,8 @@ def _make_grads(
             if g.data.dtype.kind != "f":
                 g = _wrap(g.data.astype(out.dtype), False, None, 0)
             grads.append(g if create_graph else g.data)
+        elif structured and g.dtype == out.dtype:
+            grads.append(g)
         else:
             arr = np.asarray(g)
             if arr.dtype != out.dtype:

@@ -242,6 +242,7 @@ class Rule:
             reads = {key: frozenset(self.nondiff_args) for key in reads}
         object.__setattr__(self, "reads", reads)
         object.__setattr__(self, "_checked_cache", {})
+        object.__setattr__(self, "_tangent_cache", {})
         object.__setattr__(self, "_positional_plans", {})
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
         object.__setattr__(self, "node_name", node_name + "Backward")
@@ -262,6 +263,22 @@ class Rule:
                 read |= self.reads[ALL]
             cached = (frozenset(read), ALL in read or "ans" in read)
             self._checked_cache[keys] = cached
+        return cached
+
+    def tangent_maps(self, keys: tuple) -> tuple[tuple | None, bool]:
+        """For the differentiated argument ``keys``: their tangent maps (None when one is
+        missing: forward mode transposes the vjps then), and whether a batch of tangents
+        must be aligned with the output's axes first (``pad``).
+
+        An elementwise Jacobian is diagonal (after broadcasting), so its vjps are also its
+        tangent maps, once a batch is aligned as broadcasting aligns the arguments.
+        """
+        cached = self._tangent_cache.get(keys)
+        if cached is None:
+            pad = self.family == "elementwise"
+            maps = self.vjps if pad else self.jvps
+            found = tuple(maps[k] for k in keys) if all(k in maps for k in keys) else None
+            cached = self._tangent_cache[keys] = (found, pad)
         return cached
 
     def reads_argument(self, key: Any) -> bool:

@@ -155,7 +155,7 @@ register(
 def _getitem_vjp(g, ans, x, index):
     if type(g) is np.ndarray:
         idx = normalize_index(index, np.ndim(x))
-        if all(isinstance(i, (int, np.integer, slice)) for i in idx):
+        if _is_basic(idx):
             # First order, a basic index: the engine adds g into the input's cotangent
             # in place instead of scattering it into zeros of x's shape first.
             nb = batch_ndim(g, ans)
