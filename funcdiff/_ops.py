@@ -453,16 +453,15 @@ class PositionalNode(_SavedNode):
     """A node of a rule called with positional arguments only: operators and ufuncs.
 
     The lean sibling of :class:`RuleNode` for the calls that dominate small-array
-    code. It keeps the argument Tensors (for ``create_graph`` and error messages)
-    and their ndarrays (for the first-order pass), and shares its plan. Its check
-    labels are argument positions.
+    code. It keeps the call's own tuple of arguments (Tensors and constants), whose
+    arrays the first-order pass reads, and shares its plan. Its check labels are
+    argument positions.
     """
 
-    __slots__ = ("plan", "dargs")
+    __slots__ = ("plan",)
 
     def release(self) -> None:
         self.args = None
-        self.dargs = None
         self.ans = None
 
     def saved_value(self, label: Any) -> Any:
@@ -484,30 +483,51 @@ class PositionalNode(_SavedNode):
         return self.plan.keys
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
-        if self.dargs is None:
+        if self.args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
         if self.epoch != INPLACE.count:
             self.check_saved()
         if create_graph:
             return self.args, _NO_KWARGS, _wrap(self.ans, True, self, 0)
-        return self.dargs, _NO_KWARGS, self.ans
+        return _arrays(self.args), _NO_KWARGS, self.ans
 
     def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
-        args = self.dargs
+        args = self.args
         if args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
         if self.epoch != INPLACE.count:
             self.check_saved()
         ans = self.ans
+        vjp = self.plan.vjp
         if create_graph:
             # The output re-enters the graph as a Tensor produced by this very node, so
             # derivatives of rules that read ``ans`` flow through it.
-            args = self.args
             ans = _wrap(ans, True, self, 0)
+        elif vjp is not None and len(args) == 1:
+            # The common cases called without unpacking: a unary call on a Tensor, a
+            # binary call with one constant.
+            result: Sequence[Any] = (vjp(grads[0], ans, args[0].data),)
+            if not retain_graph:
+                self.args = self.ans = None
+            return result
+        elif vjp is not None and len(args) == 2:
+            a, b = args
+            result = (
+                vjp(
+                    grads[0],
+                    ans,
+                    a.data if type(a) is Tensor else a,
+                    b.data if type(b) is Tensor else b,
+                ),
+            )
+            if not retain_graph:
+                self.args = self.ans = None
+            return result
+        else:
+            args = _arrays(args)
         plan = self.plan
-        vjp = plan.vjp
         if vjp is not None:
-            result: Sequence[Any] = (vjp(grads[0], ans, *args),)
+            result = (vjp(grads[0], ans, *args),)
         elif self.rule.vjp_all is not None:
             results = self.rule.vjp_all(plan.needs, grads[0], ans, *args)
             result = [results[k] for k in plan.keys]
@@ -515,18 +535,23 @@ class PositionalNode(_SavedNode):
             vjps = self.rule.vjps
             result = [vjps[k](grads[0], ans, *args) for k in plan.keys]
         if not retain_graph:
-            self.args = self.dargs = self.ans = None
+            self.args = self.ans = None
         return result
 
 
-def call_positional(rule: Rule, inputs: tuple) -> Any:
-    """:func:`call` for positional arguments only (operators and ufuncs): the hot path.
+def _arrays(args: tuple) -> tuple:
+    """The arguments with each Tensor replaced by its array."""
+    return tuple(a.data if type(a) is Tensor else a for a in args)
 
-    Anything unusual (Tensor subclasses, sequences, several or non-array outputs,
-    views, composites) falls back to the general :func:`call`.
+
+def call_positional(rule: Rule, inputs: tuple) -> Any:
+    """:func:`call` for a ufunc rule (``UFUNC_RULES``) on positional arguments: operators
+    and ufunc calls, the hot path of small-array code.
+
+    Anything unusual (Tensor subclasses, sequences, non-array outputs) falls back to
+    the general :func:`call`. A ufunc called without ``out=`` returns a fresh array,
+    never a view, so no view bookkeeping is needed here.
     """
-    if rule.impl is not None:
-        return call(rule, inputs)
     nargs = len(inputs)
     if nargs == 2:
         a, b = inputs
@@ -546,13 +571,14 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             return call(rule, inputs)
         else:
             db = b
-        dargs: tuple = (da, db)
+        out = rule.fn(da, db)
     elif nargs == 1:
         a = inputs[0]
         if type(a) is not Tensor:
             return call(rule, inputs)
-        dargs = (a.data,)
+        da = a.data
         mask = 1 if a._requires_grad else 0
+        out = rule.fn(da)
     else:
         datas = []
         mask = 0
@@ -565,27 +591,41 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                 return call(rule, inputs)
             else:
                 datas.append(a)
-        dargs = tuple(datas)
-    out = rule.fn(*dargs)
-    if type(out) is not np.ndarray:
+        out = rule.fn(*datas)
+    if type(out) is not _ndarray:
         if not isinstance(out, np.generic):
             return call(rule, inputs)
         out = np.asarray(out)
-    elif out.base is not None:
-        return call(rule, inputs)
-    if not mask or not _state.grad_enabled or not rule.differentiable:
-        return _wrap(out, False, None, 0)
+    # The Tensor is built inline (this function is the per-op cost of every
+    # small-array program); ``_wrap`` is the reference for its fields.
+    t = _new_object(Tensor)
+    t.data = out
+    t._grad = None
+    t._output_nr = 0
+    t._version_count = 0
+    t._version_owner = None
+    t._accumulator = None
+    t._retains_grad = False
+    t._view_of = None
     dtype = out.dtype
-    if dtype.kind != "f":
-        # a complex result is refused by call(), with the reason
-        return call(rule, inputs) if dtype.kind == "c" else _wrap(out, False, None, 0)
-    key = nargs << 8 | mask
-    plan = rule._positional_plans.get(key)
+    if (
+        not mask
+        or not _state.grad_enabled
+        or not (dtype is _FLOAT64 or dtype.kind == "f")
+        or not rule.differentiable
+    ):
+        if dtype.kind == "c" and mask and _state.grad_enabled and rule.differentiable:
+            return call(rule, inputs)  # refuses a complex result, with the reason
+        t._requires_grad = False
+        t.grad_fn = None
+        return t
+    plan = rule._positional_plans.get(nargs << 8 | mask)
     if plan is None:
-        plan = _positional_plan(rule, key, nargs, mask)
+        plan = _positional_plan(rule, nargs << 8 | mask, nargs, mask)
     if plan is _NOT_RECORDED:
-        return _wrap(out, False, None, 0)
-    # Record the node (inline: this is the per-op cost of every small-array program).
+        t._requires_grad = False
+        t.grad_fn = None
+        return t
     keys = plan.keys
     if len(keys) == 1:
         a = inputs[keys[0]]
@@ -604,26 +644,24 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     node.edges = edges
     node.seq = _next_seq()
     node.args = inputs
-    node.dargs = dargs
     node.ans = out
     # Shared (shape, dtype) records for the common shapes: no new tuples per op.
     # Builtin dtypes are singletons, so float64 is found by identity, without hashing.
-    shape = out.shape
     if dtype is _FLOAT64:
-        meta = _FLOAT64_META.get(shape)
+        meta = _FLOAT64_META.get(out.shape)
         if meta is None:
-            meta = ((shape, _FLOAT64),)
-            if len(_FLOAT64_META) < 4096:
-                _FLOAT64_META[shape] = meta
+            meta = _float64_meta(out.shape)
     else:
-        meta = ((shape, dtype),)
+        meta = ((out.shape, dtype),)
     node.out_meta = meta
     node.pre_hooks = None
     node.retained = None
     node.modified = False
     checks = plan.zero_checks
-    if checks:
-        # Saved versions are almost always 0: then the plan's shared tuple serves.
+    epoch = INPLACE.count
+    if checks and epoch:
+        # Saved versions are 0 until some tensor is modified in place (``epoch``);
+        # while they are, the plan's shared tuple of checks serves.
         for i in plan.read:
             a = inputs[i]
             if type(a) is Tensor:
@@ -632,8 +670,10 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     checks = _versions(inputs, plan)
                     break
     node.checks = checks
-    node.epoch = INPLACE.count
-    return _wrap(out, True, node, 0)
+    node.epoch = epoch
+    t._requires_grad = True
+    t.grad_fn = node
+    return t
 
 
 def _versions(inputs: tuple, plan: _Plan) -> tuple:
@@ -648,6 +688,14 @@ def _versions(inputs: tuple, plan: _Plan) -> tuple:
 
 _FLOAT64 = np.dtype(np.float64)
 _FLOAT64_META: dict[tuple, tuple] = {}
+_ndarray = np.ndarray
+
+
+def _float64_meta(shape: tuple) -> tuple:
+    meta = ((shape, _FLOAT64),)
+    if len(_FLOAT64_META) < 4096:
+        _FLOAT64_META[shape] = meta
+    return meta
 
 
 def _no_derivative(rule: Rule, key: Any) -> None:

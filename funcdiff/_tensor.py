@@ -432,28 +432,28 @@ class Tensor:
 
     # ------------------------------------------------------------------ operators
     def __add__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.add, self, other)
+        return _ops.call_positional(_UFUNC_RULES[np.add], (self, other))
 
     def __radd__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.add, other, self)
+        return _ops.call_positional(_UFUNC_RULES[np.add], (other, self))
 
     def __sub__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.subtract, self, other)
+        return _ops.call_positional(_UFUNC_RULES[np.subtract], (self, other))
 
     def __rsub__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.subtract, other, self)
+        return _ops.call_positional(_UFUNC_RULES[np.subtract], (other, self))
 
     def __mul__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.multiply, self, other)
+        return _ops.call_positional(_UFUNC_RULES[np.multiply], (self, other))
 
     def __rmul__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.multiply, other, self)
+        return _ops.call_positional(_UFUNC_RULES[np.multiply], (other, self))
 
     def __truediv__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.true_divide, self, other)
+        return _ops.call_positional(_UFUNC_RULES[np.true_divide], (self, other))
 
     def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.true_divide, other, self)
+        return _ops.call_positional(_UFUNC_RULES[np.true_divide], (other, self))
 
     def __floordiv__(self, other: Any) -> Tensor:
         return _ops.call_ufunc(np.floor_divide, self, other)
@@ -468,19 +468,19 @@ class Tensor:
         return _ops.call_ufunc(np.remainder, other, self)
 
     def __pow__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.power, self, other)
+        return _ops.call_positional(_UFUNC_RULES[np.power], (self, other))
 
     def __rpow__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.power, other, self)
+        return _ops.call_positional(_UFUNC_RULES[np.power], (other, self))
 
     def __matmul__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.matmul, self, other)
+        return _ops.call_positional(_UFUNC_RULES[np.matmul], (self, other))
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.matmul, other, self)
+        return _ops.call_positional(_UFUNC_RULES[np.matmul], (other, self))
 
     def __neg__(self) -> Tensor:
-        return _ops.call_ufunc(np.negative, self)
+        return _ops.call_positional(_UFUNC_RULES[np.negative], (self,))
 
     def __pos__(self) -> Tensor:
         return _ops.call_ufunc(np.positive, self)

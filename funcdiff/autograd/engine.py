@@ -279,11 +279,16 @@ def run_backward(
     previous_mode = _state.grad_enabled
     _state.grad_enabled = create_graph
     ndarray = np.ndarray
+    node: Node | None = None  # the node to run next, when known without the heap
+    grads: list = []
     try:
-        while heap:
-            node = heappop(heap)[1]
+        while True:
+            if node is None:
+                if not heap:
+                    break
+                node = heappop(heap)[1]
+                grads = buffers.pop(node)
             edges = node.edges
-            grads = buffers.pop(node)
             if lazy and node in lazy:
                 lazy.discard(node)
                 _materialize(node, grads, capture)
@@ -298,12 +303,16 @@ def run_backward(
                         t = node.variable
                         if t is not None:
                             _accumulate_into(t, grads[0], create_graph)
+                node = None
                 continue
             if runnable is not None and node not in runnable:
+                node = None
                 continue  # nothing it leads to is wanted
             if len(grads) > 1:
                 _fill_missing(node, grads, create_graph, batch_shape)
             in_grads = node.run(grads, create_graph, retain_graph)
+            sole_input = len(edges) == 1
+            node = None
             for (child, nr), g in zip(edges, in_grads):
                 if g is not None:
                     meta = child.out_meta
@@ -325,11 +334,19 @@ def run_backward(
                     buf = buffers.get(child)
                     if buf is None:
                         if len(meta) == 1:
-                            buffers[child] = [g]
+                            buf = [g]
                         else:
-                            buf = buffers[child] = [None] * len(meta)
+                            buf = [None] * len(meta)
                             buf[nr] = g
-                        heappush(heap, (-child.seq, child))
+                        if sole_input and (not heap or heap[0][0] > -child.seq):
+                            # Newer than every waiting node, so it runs next anyway, and
+                            # nothing else can reach it (its consumers are all newer
+                            # still): a chain runs without the heap and the buffers.
+                            node = child
+                            grads = buf
+                        else:
+                            buffers[child] = buf
+                            heappush(heap, (-child.seq, child))
                     else:
                         old = buf[nr]
                         if old is None:
