@@ -105,9 +105,9 @@ def _apply_jvps(
         if t is None:
             continue
         if pad:
-            missing = np.ndim(node.ans) - (t.ndim - 1)
+            missing = node.ans.ndim - (t.ndim - 1)
             if missing > 0:
-                t = np.reshape(t, t.shape[:1] + (1,) * missing + t.shape[1:])
+                t = t.reshape(t.shape[:1] + (1,) * missing + t.shape[1:])
         r = jvp(t, ans, *args, **kwargs)
         if r is NotImplemented:
             return r
@@ -541,7 +541,12 @@ class PositionalNode(_SavedNode):
 
 def _arrays(args: tuple) -> tuple:
     """The arguments with each Tensor replaced by its array."""
-    return tuple(a.data if type(a) is Tensor else a for a in args)
+    if len(args) == 1:
+        return (args[0].data,)  # a unary positional call always has a Tensor
+    if len(args) == 2:
+        a, b = args
+        return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
+    return tuple([a.data if type(a) is Tensor else a for a in args])
 
 
 def call_positional(rule: Rule, inputs: tuple) -> Any:

@@ -264,12 +264,23 @@ def run_backward(
         stack = list(root_nodes)
         untargeted_leaf = False
         while stack:
-            for child, _ in stack.pop().edges:
-                if child not in seen:
-                    seen.add(child)
-                    stack.append(child)
-                    if not child.edges and child not in capture:
-                        untargeted_leaf = True
+            node = stack.pop()
+            edges = node.edges
+            while len(edges) == 1:  # down a chain without the stack
+                node = edges[0][0]
+                if node in seen:
+                    break
+                seen.add(node)
+                edges = node.edges
+                if not edges and node not in capture:
+                    untargeted_leaf = True
+            else:
+                for child, _ in edges:
+                    if child not in seen:
+                        seen.add(child)
+                        stack.append(child)
+                        if not child.edges and child not in capture:
+                            untargeted_leaf = True
         if untargeted_leaf or any(type(n) is not AccumulateGrad for n in capture):
             runnable = _nodes_leading_to(capture, seen)
 
