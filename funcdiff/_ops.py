@@ -910,4 +910,3 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
 def astype(t: Tensor, dtype: Any) -> Tensor:
     """``t.astype(dtype)``; the gradient is cast back to ``t``'s dtype."""
     return call(NAMED_RULES["astype"], (t, np.dtype(dtype)))
-

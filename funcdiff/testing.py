@@ -204,18 +204,28 @@ def check_rule_case(
     inputs = values(True, x0)
     outs = f(*inputs)
     batched = grad(
-        outs, inputs, grad_outputs=batch_weights, is_grads_batched=True, allow_unused=True,
-        materialize_grads=True, retain_graph=True,
+        outs,
+        inputs,
+        grad_outputs=batch_weights,
+        is_grads_batched=True,
+        allow_unused=True,
+        materialize_grads=True,
+        retain_graph=True,
     )
     for b in range(batch):
         looped = grad(
-            outs, inputs, grad_outputs=[w[b] for w in batch_weights], retain_graph=True,
-            allow_unused=True, materialize_grads=True,
+            outs,
+            inputs,
+            grad_outputs=[w[b] for w in batch_weights],
+            retain_graph=True,
+            allow_unused=True,
+            materialize_grads=True,
         )
         for k, (gb, gl) in enumerate(zip(batched, looped)):
             if not _close(gb.data[b], gl.data, 1e-10, 1e-9):
-                failures.append(f"batched first order, input {k}, batch {b}: "
-                                f"{_describe(gb.data[b], gl.data)}")
+                failures.append(
+                    f"batched first order, input {k}, batch {b}: {_describe(gb.data[b], gl.data)}"
+                )
     # Structured cotangents (scaled identity rows, as a vectorized Jacobian passes
     # them): the rule's answer, structured or not, equals the dense one.
     sizes = [r.size for r in ref]
@@ -227,14 +237,26 @@ def check_rule_case(
         ]
         inputs = values(True, x0)
         outs = f(*inputs)
-        got = grad(outs, inputs, grad_outputs=structured, is_grads_batched=True,
-                   allow_unused=True, materialize_grads=True, retain_graph=True)
-        want = grad(outs, inputs, grad_outputs=[s.dense() for s in structured],
-                    is_grads_batched=True, allow_unused=True, materialize_grads=True)
+        got = grad(
+            outs,
+            inputs,
+            grad_outputs=structured,
+            is_grads_batched=True,
+            allow_unused=True,
+            materialize_grads=True,
+            retain_graph=True,
+        )
+        want = grad(
+            outs,
+            inputs,
+            grad_outputs=[s.dense() for s in structured],
+            is_grads_batched=True,
+            allow_unused=True,
+            materialize_grads=True,
+        )
         for k, (gs, gd) in enumerate(zip(got, want)):
             if not _close(gs.data, gd.data, 1e-12, 1e-11):
-                failures.append(f"structured cotangents, input {k}: "
-                                f"{_describe(gs.data, gd.data)}")
+                failures.append(f"structured cotangents, input {k}: {_describe(gs.data, gd.data)}")
     if failures:
         return RuleCheck(rule.name, index, failures)
 
@@ -244,13 +266,26 @@ def check_rule_case(
     direction = [rng.standard_normal(x.shape) for x in x0]
     inputs = values(True, x0)
     cotangents = [tensor(w, requires_grad=True) for w in weights]
-    vjps = grad(f(*inputs), inputs, grad_outputs=cotangents, create_graph=True,
-                allow_unused=True, materialize_grads=True)
+    vjps = grad(
+        f(*inputs),
+        inputs,
+        grad_outputs=cotangents,
+        create_graph=True,
+        allow_unused=True,
+        materialize_grads=True,
+    )
     live = [(g, v) for g, v in zip(vjps, direction) if g.requires_grad]
     if live:
-        jv = [j.data for j in grad([g for g, _ in live], cotangents,
-                                   grad_outputs=[v for _, v in live], allow_unused=True,
-                                   materialize_grads=True)]
+        jv = [
+            j.data
+            for j in grad(
+                [g for g, _ in live],
+                cotangents,
+                grad_outputs=[v for _, v in live],
+                allow_unused=True,
+                materialize_grads=True,
+            )
+        ]
     else:
         jv = [np.zeros_like(r) for r in ref]
     h = 1e-6 * max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
@@ -263,11 +298,13 @@ def check_rule_case(
             expected = np.where(finite, (p - m) / (2 * h), 0.0)
         got = np.where(finite, got, 0.0)
         if not _close(got, expected, case.atol, case.rtol):
-            failures.append(f"forward mode (double backward), output {k}: "
-                            f"{_describe(got, expected)}")
+            failures.append(
+                f"forward mode (double backward), output {k}: {_describe(got, expected)}"
+            )
         if not _close(np.where(finite, tangents[k], 0.0), expected, case.atol, case.rtol):
-            failures.append(f"forward mode (tangent rules), output {k}: "
-                            f"{_describe(tangents[k], expected)}")
+            failures.append(
+                f"forward mode (tangent rules), output {k}: {_describe(tangents[k], expected)}"
+            )
 
     # Batched forward mode: a batch of tangents in one pass equals a loop.
     batch_dirs = [rng.standard_normal((batch,) + x.shape) for x in x0]
@@ -276,8 +313,9 @@ def check_rule_case(
         looped = _pushed(f, x0, [d[b] for d in batch_dirs], batched=False)
         for k, (tb, tl) in enumerate(zip(pushed, looped)):
             if not _close(tb[b], tl, 1e-10, 1e-9):
-                failures.append(f"batched forward mode, output {k}, batch {b}: "
-                                f"{_describe(tb[b], tl)}")
+                failures.append(
+                    f"batched forward mode, output {k}, batch {b}: {_describe(tb[b], tl)}"
+                )
     if case.order < 2 or failures:
         return RuleCheck(rule.name, index, failures)
 
@@ -289,15 +327,25 @@ def check_rule_case(
         return [g.data for g in gs]
 
     inputs = values(True, x0)
-    gs = grad(f(*inputs), inputs, grad_outputs=weights, create_graph=True, allow_unused=True,
-              materialize_grads=True)
+    gs = grad(
+        f(*inputs),
+        inputs,
+        grad_outputs=weights,
+        create_graph=True,
+        allow_unused=True,
+        materialize_grads=True,
+    )
     live = [(g, v) for g, v in zip(gs, direction) if g.requires_grad]
     if not live:
         hv = [np.zeros_like(x) for x in x0]
     else:
         hv_t = grad(
-            [g for g, _ in live], inputs, grad_outputs=[v for _, v in live],
-            allow_unused=True, materialize_grads=True, retain_graph=True,
+            [g for g, _ in live],
+            inputs,
+            grad_outputs=[v for _, v in live],
+            allow_unused=True,
+            materialize_grads=True,
+            retain_graph=True,
         )
         hv = [h.data for h in hv_t]
     scale = max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
@@ -313,16 +361,27 @@ def check_rule_case(
     if live:
         batch_dirs = [rng.standard_normal((batch,) + tuple(g.shape)) for g, _ in live]
         hb = grad(
-            [g for g, _ in live], inputs, grad_outputs=batch_dirs, is_grads_batched=True,
-            allow_unused=True, materialize_grads=True, retain_graph=True,
+            [g for g, _ in live],
+            inputs,
+            grad_outputs=batch_dirs,
+            is_grads_batched=True,
+            allow_unused=True,
+            materialize_grads=True,
+            retain_graph=True,
         )
         for b in range(batch):
             hl = grad(
-                [g for g, _ in live], inputs, grad_outputs=[d[b] for d in batch_dirs],
-                allow_unused=True, materialize_grads=True, retain_graph=True,
+                [g for g, _ in live],
+                inputs,
+                grad_outputs=[d[b] for d in batch_dirs],
+                allow_unused=True,
+                materialize_grads=True,
+                retain_graph=True,
             )
             for k, (x_b, x_l) in enumerate(zip(hb, hl)):
                 if not _close(x_b.data[b], x_l.data, 1e-9, 1e-8):
-                    failures.append(f"batched second order, input {k}, batch {b}: "
-                                    f"{_describe(x_b.data[b], x_l.data)}")
+                    failures.append(
+                        f"batched second order, input {k}, batch {b}: "
+                        f"{_describe(x_b.data[b], x_l.data)}"
+                    )
     return RuleCheck(rule.name, index, failures)

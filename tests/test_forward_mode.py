@@ -150,8 +150,11 @@ def test_hvp_forward_over_reverse_equals_the_hessian_times_v() -> None:
     h = 1e-5
     fdiff = np.array(
         [
-            (hvp(f, fd.tensor(x0 + h * e), fd.tensor(v0))[1].numpy() @ w
-             - hvp(f, fd.tensor(x0 - h * e), fd.tensor(v0))[1].numpy() @ w) / (2 * h)
+            (
+                hvp(f, fd.tensor(x0 + h * e), fd.tensor(v0))[1].numpy() @ w
+                - hvp(f, fd.tensor(x0 - h * e), fd.tensor(v0))[1].numpy() @ w
+            )
+            / (2 * h)
             for e in np.eye(4)
         ]
     )

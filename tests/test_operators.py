@@ -42,8 +42,9 @@ def check(fn, *arrays, rtol=1e-6, atol=1e-7):
         return [g.data for g in gs]
 
     ts = [fd.tensor(a, requires_grad=True) for a in arrays]
-    gs = fd.grad((fn(*ts) * w).sum(), ts, create_graph=True, allow_unused=True,
-                 materialize_grads=True)
+    gs = fd.grad(
+        (fn(*ts) * w).sum(), ts, create_graph=True, allow_unused=True, materialize_grads=True
+    )
     for g, expected in zip(gs, central_gradient(scalar, list(arrays))):
         np.testing.assert_allclose(g.data, expected, rtol=rtol, atol=atol)
     # Second order: Hessian-vector product against differences of the gradient.
@@ -51,8 +52,9 @@ def check(fn, *arrays, rtol=1e-6, atol=1e-7):
     live = [(g, v) for g, v in zip(gs, vs) if g.requires_grad]
     if not live:
         return
-    hv = fd.grad([g for g, _ in live], ts, [v for _, v in live], allow_unused=True,
-                 materialize_grads=True)
+    hv = fd.grad(
+        [g for g, _ in live], ts, [v for _, v in live], allow_unused=True, materialize_grads=True
+    )
     h = 1e-5
     plus = gradient(*[a + h * v for a, v in zip(arrays, vs)])
     minus = gradient(*[a - h * v for a, v in zip(arrays, vs)])

@@ -62,8 +62,10 @@ def test_add_to_any_memory_layout() -> None:
     np.testing.assert_array_equal(scalar.add_to(np.ones(3)), [1.0, 3.0, 1.0])
     g = BasisBatch(RNG.normal(size=(2, 3)), 1, 8)
     for order in ("C", "F"):
-        dense = np.asfortranarray(RNG.normal(size=(8, 2, 3))) if order == "F" else (
-            RNG.normal(size=(8, 2, 3))
+        dense = (
+            np.asfortranarray(RNG.normal(size=(8, 2, 3)))
+            if order == "F"
+            else (RNG.normal(size=(8, 2, 3)))
         )
         want = dense + g.dense()
         assert g.add_to(dense) is dense

@@ -60,8 +60,7 @@ def _make_grads(
         grad_outputs = tuple(grad_outputs)
     if len(grad_outputs) != len(outputs):
         raise RuntimeError(
-            f"grad can't be computed: got {len(grad_outputs)} gradients for "
-            f"{len(outputs)} outputs"
+            f"grad can't be computed: got {len(grad_outputs)} gradients for {len(outputs)} outputs"
         )
     grads = []
     batch_shape: tuple[int, ...] | None = None

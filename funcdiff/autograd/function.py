@@ -106,8 +106,7 @@ class FunctionNode(Node):
             raise RuntimeError(FREED_GRAPH_MESSAGE)
         if create_graph and self.once:
             raise RuntimeError(
-                "trying to differentiate twice a function that was marked with "
-                "@once_differentiable"
+                "trying to differentiate twice a function that was marked with @once_differentiable"
             )
         batch = self._batch_size(grads)
         if batch is not None and not getattr(self.fn_cls, "batched_backward", False):
@@ -125,9 +124,7 @@ class FunctionNode(Node):
         if not isinstance(result, tuple):
             result = (result,)
         n = self.n_inputs
-        if len(result) != n and not (
-            len(result) > n and all(r is None for r in result[n:])
-        ):
+        if len(result) != n and not (len(result) > n and all(r is None for r in result[n:])):
             raise RuntimeError(
                 f"function {self.name()} returned an incorrect number of gradients "
                 f"(expected {n}, got {len(result)})"
@@ -139,7 +136,6 @@ class FunctionNode(Node):
                 r = r.data
             out.append(r)
         return out
-
 
     def _batch_size(self, grads: list) -> int | None:
         for (shape, _), g in zip(self.out_meta, grads):

@@ -191,4 +191,3 @@ def identity_rows(shape: tuple[int, ...], dtype: Any, offset: int, rows: int) ->
     """Rows ``offset : offset + prod(shape)`` of the identity of size ``rows``, as cotangents
     of an output of ``shape``."""
     return BasisBatch(np.ones(shape, dtype=dtype), offset, rows)
-

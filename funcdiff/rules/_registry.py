@@ -161,11 +161,11 @@ def _arguments_read(vjp: Callable) -> frozenset:
     read: set = set()
     if "ans" in names:
         read.add("ans")
-    for position, name in enumerate(params[2:code.co_argcount]):
+    for position, name in enumerate(params[2 : code.co_argcount]):
         if name in names:
             read.add(position)
             read.add(name)  # the same argument may arrive by keyword
-    for name in params[code.co_argcount:]:
+    for name in params[code.co_argcount :]:
         if name in names:
             read.add(name)
     return frozenset(read)
@@ -332,8 +332,10 @@ def dispatching(fn: Callable) -> Callable:
         for a in (*args, *kwargs.values()):
             for item in a if type(a) in (list, tuple) else (a,):
                 t = type(item)
-                if t is not np.ndarray and hasattr(t, "__array_function__") and not isinstance(
-                    item, np.generic
+                if (
+                    t is not np.ndarray
+                    and hasattr(t, "__array_function__")
+                    and not isinstance(item, np.generic)
                 ):
                     return item.__array_function__(wrapper, (t,), args, kwargs)
         return fn(*args, **kwargs)
