@@ -485,3 +485,29 @@ def test_every_edge_leads_to_an_older_node() -> None:
     h = 1e-6
     fdiff = [(loss_at(w.data + h * e) - loss_at(w.data - h * e)) / (2 * h) for e in np.eye(3)]
     np.testing.assert_allclose(gw.numpy(), fdiff, rtol=1e-6)
+
+
+@pytest.mark.parametrize("short, long", [(1, 4), (4, 1), (3, 3)])
+def test_chains_of_different_lengths_meeting_again(short: int, long: int) -> None:
+    # A node reached along a chain runs straight away only when no waiting node can
+    # still send it a cotangent; here both branches leave z, and z's cotangent must
+    # be the sum of both, whichever branch the engine finishes first.
+    x = fd.tensor(np.array([0.2, -0.7, 1.1]), requires_grad=True)
+    z = x * 2.0
+    a, b = z, z
+    for _ in range(short):
+        a = np.sin(a)
+    for _ in range(long):
+        b = b * 1.5
+    (g,) = fd.grad(np.sum(a * b), x)
+
+    def value(xv: np.ndarray) -> float:
+        av, bv = 2.0 * xv, 2.0 * xv
+        for _ in range(short):
+            av = np.sin(av)
+        bv = bv * 1.5**long
+        return float(np.sum(av * bv))
+
+    h = 1e-6
+    expected = [(value(x.data + h * e) - value(x.data - h * e)) / (2 * h) for e in np.eye(3)]
+    np.testing.assert_allclose(g.data, expected, rtol=1e-7, atol=1e-8)
