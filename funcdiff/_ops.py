@@ -503,40 +503,31 @@ class PositionalNode(_SavedNode):
             # The output re-enters the graph as a Tensor produced by this very node, so
             # derivatives of rules that read ``ans`` flow through it.
             ans = _wrap(ans, True, self, 0)
+            result = self._vjps(grads[0], ans, args)
         elif vjp is not None and len(args) == 1:
-            # The common cases called without unpacking: a unary call on a Tensor, a
-            # binary call with one constant.
-            result: Sequence[Any] = (vjp(grads[0], ans, args[0].data),)
-            if not retain_graph:
-                self.args = self.ans = None
-            return result
+            # The common first-order cases, called without unpacking a tuple: one
+            # differentiated argument of a unary or a binary call.
+            result = (vjp(grads[0], ans, args[0].data),)
         elif vjp is not None and len(args) == 2:
             a, b = args
-            result = (
-                vjp(
-                    grads[0],
-                    ans,
-                    a.data if type(a) is Tensor else a,
-                    b.data if type(b) is Tensor else b,
-                ),
-            )
-            if not retain_graph:
-                self.args = self.ans = None
-            return result
+            da = a.data if type(a) is Tensor else a
+            result = (vjp(grads[0], ans, da, b.data if type(b) is Tensor else b),)
         else:
-            args = _arrays(args)
-        plan = self.plan
-        if vjp is not None:
-            result = (vjp(grads[0], ans, *args),)
-        elif self.rule.vjp_all is not None:
-            results = self.rule.vjp_all(plan.needs, grads[0], ans, *args)
-            result = [results[k] for k in plan.keys]
-        else:
-            vjps = self.rule.vjps
-            result = [vjps[k](grads[0], ans, *args) for k in plan.keys]
+            result = self._vjps(grads[0], ans, _arrays(args))
         if not retain_graph:
             self.args = self.ans = None
         return result
+
+    def _vjps(self, g: Any, ans: Any, args: Sequence[Any]) -> Sequence[Any]:
+        """One cotangent per differentiated argument."""
+        plan = self.plan
+        if plan.vjp is not None:
+            return (plan.vjp(g, ans, *args),)
+        if self.rule.vjp_all is not None:
+            results = self.rule.vjp_all(plan.needs, g, ans, *args)
+            return [results[k] for k in plan.keys]
+        vjps = self.rule.vjps
+        return [vjps[k](g, ans, *args) for k in plan.keys]
 
 
 def _arrays(args: tuple) -> tuple:
