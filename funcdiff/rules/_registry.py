@@ -231,16 +231,7 @@ class Rule:
     family: str = ""
 
     def __post_init__(self) -> None:
-        reads = {}
-        if self.vjp_all is not None:
-            reads[ALL] = frozenset({ALL})
-        for key, f in self.vjps.items():
-            reads[key] = _arguments_read(f)
-        if not self.uses_values:
-            # Shapes only, except for the non-differentiable arguments (indices,
-            # conditions), whose values the vjps do use.
-            reads = {key: frozenset(self.nondiff_args) for key in reads}
-        object.__setattr__(self, "reads", reads)
+        object.__setattr__(self, "_reads", None)
         object.__setattr__(self, "_checked_cache", {})
         object.__setattr__(self, "_tangent_cache", {})
         object.__setattr__(self, "_positional_plans", {})
@@ -250,6 +241,26 @@ class Rule:
     @property
     def is_composite(self) -> bool:
         return self.impl is not None
+
+    @property
+    def reads(self) -> dict:
+        """``{argument key: the argument keys (and "ans") its vjp reads}``.
+
+        Found by reading the vjps' bytecode, on first use: doing it for every rule at
+        import time was a tenth of ``import funcdiff``.
+        """
+        if self._reads is None:
+            reads = {}
+            if self.vjp_all is not None:
+                reads[ALL] = frozenset({ALL})
+            for key, f in self.vjps.items():
+                reads[key] = _arguments_read(f)
+            if not self.uses_values:
+                # Shapes only, except for the non-differentiable arguments (indices,
+                # conditions), whose values the vjps do use.
+                reads = {key: frozenset(self.nondiff_args) for key in reads}
+            object.__setattr__(self, "_reads", reads)
+        return self._reads
 
     def checked(self, keys: tuple) -> tuple[frozenset, bool]:
         """For the differentiated argument ``keys``: which argument keys the vjps read
