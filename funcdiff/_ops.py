@@ -70,8 +70,9 @@ class _SavedNode(Node):
                 raise_modified(self, label, current, checks[k + 1])
         self.epoch = INPLACE.count  # verified as of now
 
-    def tangent_positions(self) -> tuple | None:
-        """The argument position of each edge, or None where tangent maps cannot apply."""
+    def tangent_maps(self) -> tuple[tuple | None, bool]:
+        """The rule's tangent map for each edge (None when one is missing or cannot
+        apply), and whether a batch of tangents must be padded (:meth:`Rule.tangent_maps`)."""
         raise NotImplementedError
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
@@ -79,13 +80,11 @@ class _SavedNode(Node):
         raise NotImplementedError
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
-        positions = self.tangent_positions()
-        if positions is not None:
-            jvps, pad = self.rule.tangent_maps(positions)
-            if jvps is not None:
-                total = _apply_jvps(self, jvps, tangents, create_graph, batched and pad)
-                if total is not NotImplemented:
-                    return [total]
+        jvps, pad = self.tangent_maps()
+        if jvps is not None:
+            total = _apply_jvps(self, jvps, tangents, create_graph, batched and pad)
+            if total is not NotImplemented:
+                return [total]
         # The vjps run on constant saved values unless create_graph: transposing them
         # records a graph of the cotangent only.
         return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
@@ -108,7 +107,7 @@ def _apply_jvps(
             missing = node.ans.ndim - (t.ndim - 1)
             if missing > 0:
                 t = t.reshape(t.shape[:1] + (1,) * missing + t.shape[1:])
-        r = jvp(t, ans, *args, **kwargs)
+        r = jvp(t, ans, *args, **kwargs) if kwargs else jvp(t, ans, *args)
         if r is NotImplemented:
             return r
         total = r if total is None else total + r
@@ -153,10 +152,10 @@ class RuleNode(_SavedNode):
             )
         return _wrap(self.ans, True, self, 0)
 
-    def tangent_positions(self) -> tuple | None:
+    def tangent_maps(self) -> tuple[tuple | None, bool]:
         if self.multi or any(type(key) is not int or sub is not None for key, sub in self.paths):
-            return None
-        return tuple(key for key, _ in self.paths)
+            return None, False
+        return self.rule.tangent_maps(tuple(key for key, _ in self.paths))
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
         args = self.args
@@ -416,7 +415,7 @@ class _Plan:
     by all the nodes recorded that way, so a node holds no per-op bookkeeping tuples.
     """
 
-    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks")
+    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks", "tangent_maps")
 
 
 # Positional calls in which no differentiable argument requires grad.
@@ -445,6 +444,7 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
         plan.vjp = rule.vjps[keys[0]] if single else None
         plan.needs = tuple(i in keys for i in range(nargs))
         plan.zero_checks = _versions((0,) * nargs, plan)
+        plan.tangent_maps = None  # looked up when forward mode first needs them
     rule._positional_plans[key] = plan
     return plan
 
@@ -479,8 +479,11 @@ class PositionalNode(_SavedNode):
     def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
         return self.run(grads, create_graph, True)
 
-    def tangent_positions(self) -> tuple:
-        return self.plan.keys
+    def tangent_maps(self) -> tuple[tuple | None, bool]:
+        plan = self.plan
+        if plan.tangent_maps is None:
+            plan.tangent_maps = self.rule.tangent_maps(plan.keys)
+        return plan.tangent_maps
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
         if self.args is None:

@@ -84,8 +84,9 @@ def _as_tuple(
     items = inp if is_tuple else (inp,)
     result = []
     for i, el in enumerate(items):
-        where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
         t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
+        if t is None or (differentiable and t.dtype.kind != "f"):
+            where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
         if t is None:
             msg = (
                 f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "
