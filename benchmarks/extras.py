@@ -145,3 +145,46 @@ def memory(
             }
         )
     return {"status": "ok", "n": n, "rows": rows}
+
+
+def graph_memory(fd: Any, n: int = 1_000_000, steps: int = 25) -> dict[str, Any]:
+    """Memory a recorded graph holds after the forward pass (tracemalloc).
+
+    The function is B5's chain, ``(sin, * c, + d, tanh) x steps`` on ``n`` elements:
+    ``4 * steps`` operations, each making one array of ``8 n`` bytes. A node that kept
+    every input and output would hold about all of them until the backward pass; one
+    that keeps only what its rule reads holds one array per step (tanh's output, which
+    is also the next sin's input). Reported as a multiple of one array.
+    """
+    rng = np.random.default_rng(11)
+    c, d = rng.uniform(0.95, 1.05, n), rng.uniform(-0.01, 0.01, n)
+    x = fd.tensor(rng.uniform(-1.0, 1.0, n), requires_grad=True)
+
+    def f(t: Any) -> Any:
+        y = t
+        for _ in range(steps):
+            y = np.tanh(np.sin(y) * c + d)
+        return np.sum(y)
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        v = f(x)
+        held = tracemalloc.get_traced_memory()[0] - base
+        (g,) = fd.grad(v, x)
+    finally:
+        tracemalloc.stop()
+    y = x.data + 1e-30j  # the complex step: exact to rounding, elementwise
+    for _ in range(steps):
+        y = np.tanh(np.sin(y) * c + d)
+    err = compare(to_arrays([g]), [y.imag / 1e-30], 1e-9, 1e-12)
+    array_bytes = 8 * n
+    return {
+        "status": "FAILED" if err else "ok",
+        "error": err,
+        "ops": 4 * steps,
+        "held_bytes": held,
+        "array_bytes": array_bytes,
+        "arrays_held": held / array_bytes,
+    }

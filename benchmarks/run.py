@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 PEERS = ("torch", "autograd", "jax")
 COLUMNS = ("funcdiff", "torch.autograd", "torch.func", "autograd", "jax", "jax.jit")
 EAGER = ("torch.autograd", "torch.func", "autograd", "jax")
-EXTRAS = ("dispatch", "chain", "memory")
+EXTRAS = ("dispatch", "chain", "memory", "graph")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -411,6 +411,16 @@ def print_extras(extras: dict) -> None:
                 f"{r['ratio']:.2f}x the Jacobian ({r['jacobian_bytes'] / 2**20:.1f} MiB)"
                 + (f"  {r['status']}: {r['error']}" if r["status"] != "ok" else "")
             )
+    g = extras.get("graph")
+    if g:
+        print(
+            "\nGraph memory: a recorded chain of elementwise ops (B5's, 1e6 elements), tracemalloc"
+        )
+        print(
+            f"  {g['ops']} ops hold {g['held_bytes'] / 2**20:.0f} MiB after the forward pass = "
+            f"{g['arrays_held']:.1f} arrays of {g['array_bytes'] / 2**20:.1f} MiB"
+            + (f"  {g['status']}: {g['error']}" if g["status"] != "ok" else "")
+        )
 
 
 def print_targets(targets: list[dict]) -> None:
@@ -581,6 +591,9 @@ def main(argv: list[str] | None = None) -> int:
     if wanted("memory", "memory"):
         log(f"jacobian memory ...   [{time.perf_counter() - started:.0f} s]")
         extra["memory"] = extras.memory(fdmod.F, fd, 2000, 100, unchunked=not args.quick)
+    if wanted("graph", "graph"):
+        log(f"graph memory ...   [{time.perf_counter() - started:.0f} s]")
+        extra["graph"] = extras.graph_memory(fd)
 
     load_end = _loadavg()
     best = best_rows(rows)

@@ -104,7 +104,7 @@ def _apply_jvps(
         if t is None:
             continue
         if pad:
-            missing = node.ans.ndim - (t.ndim - 1)
+            missing = len(node.out_meta[0][0]) - (t.ndim - 1)
             if missing > 0:
                 t = t.reshape(t.shape[:1] + (1,) * missing + t.shape[1:])
         r = jvp(t, ans, *args, **kwargs) if kwargs else jvp(t, ans, *args)
@@ -415,7 +415,17 @@ class _Plan:
     by all the nodes recorded that way, so a node holds no per-op bookkeeping tuples.
     """
 
-    __slots__ = ("keys", "read", "reads_ans", "vjp", "needs", "zero_checks", "tangent_maps")
+    __slots__ = (
+        "keys",
+        "read",
+        "reads_ans",
+        "vjp",
+        "needs",
+        "zero_checks",
+        "tangent_maps",
+        "keep",
+        "keeps_ans",
+    )
 
 
 # Positional calls in which no differentiable argument requires grad.
@@ -445,6 +455,12 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
         plan.needs = tuple(i in keys for i in range(nargs))
         plan.zero_checks = _versions((0,) * nargs, plan)
         plan.tangent_maps = None  # looked up when forward mode first needs them
+        # A node keeps only the arguments and output its maps use: the rest (say, x in
+        # x + c, or in tanh(x), whose derivative reads the output) can be freed as soon
+        # as the program drops them, as torch saves only what a formula needs.
+        used, plan.keeps_ans = rule.mentions(tuple(keys))
+        keep = tuple(ALL in used or i in used for i in range(nargs))
+        plan.keep = None if all(keep) else keep
     rule._positional_plans[key] = plan
     return plan
 
@@ -491,7 +507,8 @@ class PositionalNode(_SavedNode):
         if self.epoch != INPLACE.count:
             self.check_saved()
         if create_graph:
-            return self.args, _NO_KWARGS, _wrap(self.ans, True, self, 0)
+            ans = self.ans if self.ans is None else _wrap(self.ans, True, self, 0)
+            return self.args, _NO_KWARGS, ans
         return _arrays(self.args), _NO_KWARGS, self.ans
 
     def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
@@ -505,12 +522,14 @@ class PositionalNode(_SavedNode):
         if create_graph:
             # The output re-enters the graph as a Tensor produced by this very node, so
             # derivatives of rules that read ``ans`` flow through it.
-            ans = _wrap(ans, True, self, 0)
+            if ans is not None:
+                ans = _wrap(ans, True, self, 0)
             result = self._vjps(grads[0], ans, args)
         elif vjp is not None and len(args) == 1:
             # The common first-order cases, called without unpacking a tuple: one
-            # differentiated argument of a unary or a binary call.
-            result = (vjp(grads[0], ans, args[0].data),)
+            # differentiated argument of a unary or a binary call (None: not kept).
+            a = args[0]
+            result = (vjp(grads[0], ans, a.data if a is not None else None),)
         elif vjp is not None and len(args) == 2:
             a, b = args
             da = a.data if type(a) is Tensor else a
@@ -536,7 +555,8 @@ class PositionalNode(_SavedNode):
 def _arrays(args: tuple) -> tuple:
     """The arguments with each Tensor replaced by its array."""
     if len(args) == 1:
-        return (args[0].data,)  # a unary positional call always has a Tensor
+        a = args[0]  # a unary positional call has a Tensor, or None if not kept
+        return (a.data if a is not None else None,)
     if len(args) == 2:
         a, b = args
         return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
@@ -642,8 +662,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     node.plan = plan
     node.edges = edges
     node.seq = _next_seq()
-    node.args = inputs
-    node.ans = out
+    keep = plan.keep
+    node.args = inputs if keep is None else _kept(inputs, keep)
+    node.ans = out if plan.keeps_ans else None
     # Shared (shape, dtype) records for the common shapes: no new tuples per op.
     # Builtin dtypes are singletons, so float64 is found by identity, without hashing.
     if dtype is _FLOAT64:
@@ -673,6 +694,21 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     t._requires_grad = True
     t.grad_fn = node
     return t
+
+
+_UNUSED = {1: (None,), 2: (None, None)}
+
+
+def _kept(inputs: tuple, keep: tuple) -> tuple:
+    """``inputs`` with None where ``keep`` is False."""
+    if len(inputs) == 2:
+        a, b = inputs
+        if not keep[0] and not keep[1]:
+            return _UNUSED[2]
+        return (a if keep[0] else None, b if keep[1] else None)
+    if len(inputs) == 1:
+        return _UNUSED[1]  # keep is not all True, so the one argument goes
+    return tuple([a if k else None for a, k in zip(inputs, keep)])
 
 
 def _versions(inputs: tuple, plan: _Plan) -> tuple:

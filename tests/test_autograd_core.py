@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -511,3 +513,47 @@ def test_chains_of_different_lengths_meeting_again(short: int, long: int) -> Non
     h = 1e-6
     expected = [(value(x.data + h * e) - value(x.data - h * e)) / (2 * h) for e in np.eye(3)]
     np.testing.assert_allclose(g.data, expected, rtol=1e-7, atol=1e-8)
+
+
+def test_a_node_keeps_only_the_values_its_rule_reads() -> None:
+    # add's derivative reads nothing, tanh's reads its output: nothing in the graph
+    # keeps `a` alive, so a long chain holds one array per step, not every intermediate.
+    x = fd.tensor(np.array([0.3, -1.2, 2.0]), requires_grad=True)
+    a = x + 1.0
+    gone = weakref.ref(a)
+    b = np.tanh(a)
+    del a
+    gc.collect()
+    assert gone() is None
+    # sin's derivative reads its input: that one is kept
+    c = b * 3.0
+    kept = weakref.ref(c)
+    d = np.sin(c)
+    del c
+    gc.collect()
+    assert kept() is not None
+    (g,) = fd.grad(np.sum(d), x, retain_graph=True)
+    t = np.tanh(x.data + 1.0)
+    expected = np.cos(3.0 * t) * 3.0 * (1.0 - t * t)
+    np.testing.assert_allclose(g.data, expected, rtol=1e-12)
+    # and the second order still sees every value it needs (tanh's output, sin's input)
+    (g2,) = fd.grad(np.sum(d), x, create_graph=True)
+    (h,) = fd.grad(np.sum(g2), x)
+    eps = 1e-6
+
+    def first(xv: np.ndarray) -> np.ndarray:
+        tv = np.tanh(xv + 1.0)
+        return np.cos(3.0 * tv) * 3.0 * (1.0 - tv * tv)
+
+    np.testing.assert_allclose(
+        h.data, (first(x.data + eps) - first(x.data - eps)) / (2 * eps), rtol=1e-6, atol=1e-8
+    )
+
+
+def test_an_input_the_rule_does_not_keep_may_change_in_place_afterwards() -> None:
+    x = fd.tensor(np.array([0.5, 1.5]), requires_grad=True)
+    a = x * 2.0
+    b = np.tanh(a)  # keeps its output, not a
+    a += 1.0  # legal, as in torch: no rule reads a's old value
+    (g,) = fd.grad(np.sum(b), x)
+    np.testing.assert_allclose(g.data, 2.0 * (1.0 - np.tanh(2.0 * x.data) ** 2), rtol=1e-12)

@@ -233,6 +233,7 @@ class Rule:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_reads", None)
         object.__setattr__(self, "_checked_cache", {})
+        object.__setattr__(self, "_mentions_cache", {})
         object.__setattr__(self, "_tangent_cache", {})
         object.__setattr__(self, "_positional_plans", {})
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
@@ -274,6 +275,25 @@ class Rule:
                 read |= self.reads[ALL]
             cached = (frozenset(read), ALL in read or "ans" in read)
             self._checked_cache[keys] = cached
+        return cached
+
+    def mentions(self, keys: tuple) -> tuple[frozenset, bool]:
+        """For the differentiated argument ``keys``: the arguments that their vjps and
+        jvps use at all, for values or only for shapes (``{ALL}`` for all), and whether
+        they use the output. A node keeps these and lets the rest go."""
+        cached = self._mentions_cache.get(keys)
+        if cached is None:
+            used: set = set()
+            if self.vjp_all is not None:
+                used.add(ALL)
+            for key in keys:
+                for maps in (self.vjps, self.jvps):
+                    if key in maps:
+                        used |= _arguments_read(maps[key])
+            read, reads_ans = self.checked(keys)  # what is version-checked is kept too
+            used |= read
+            cached = (frozenset(used), reads_ans or ALL in used or "ans" in used)
+            self._mentions_cache[keys] = cached
         return cached
 
     def tangent_maps(self, keys: tuple) -> tuple[tuple | None, bool]:
