@@ -413,9 +413,7 @@ def print_extras(extras: dict) -> None:
             )
     g = extras.get("graph")
     if g:
-        print(
-            "\nGraph memory: a recorded chain of elementwise ops (B5's, 1e6 elements), tracemalloc"
-        )
+        print("\nGraph memory: B5's chain of elementwise ops on 1e6 elements, tracemalloc")
         print(
             f"  {g['ops']} ops hold {g['held_bytes'] / 2**20:.0f} MiB after the forward pass = "
             f"{g['arrays_held']:.1f} arrays of {g['array_bytes'] / 2**20:.1f} MiB"
