@@ -424,6 +424,7 @@ class _Plan:
         "zero_checks",
         "tangent_maps",
         "keep",
+        "kept_none",
         "keeps_ans",
     )
 
@@ -461,6 +462,8 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
         used, plan.keeps_ans = rule.mentions(tuple(keys))
         keep = tuple(ALL in used or i in used for i in range(nargs))
         plan.keep = None if all(keep) else keep
+        # What a node keeps of its arguments when that is none of them, shared.
+        plan.kept_none = (None,) * nargs if not any(keep) else None
     rule._positional_plans[key] = plan
     return plan
 
@@ -663,7 +666,10 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     node.edges = edges
     node.seq = _next_seq()
     keep = plan.keep
-    node.args = inputs if keep is None else _kept(inputs, keep)
+    if keep is None:
+        node.args = inputs
+    else:
+        node.args = plan.kept_none or _kept(inputs, keep)
     node.ans = out if plan.keeps_ans else None
     # Shared (shape, dtype) records for the common shapes: no new tuples per op.
     # Builtin dtypes are singletons, so float64 is found by identity, without hashing.
@@ -696,18 +702,11 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     return t
 
 
-_UNUSED = {1: (None,), 2: (None, None)}
-
-
 def _kept(inputs: tuple, keep: tuple) -> tuple:
     """``inputs`` with None where ``keep`` is False."""
     if len(inputs) == 2:
         a, b = inputs
-        if not keep[0] and not keep[1]:
-            return _UNUSED[2]
         return (a if keep[0] else None, b if keep[1] else None)
-    if len(inputs) == 1:
-        return _UNUSED[1]  # keep is not all True, so the one argument goes
     return tuple([a if k else None for a, k in zip(inputs, keep)])
 
 
