@@ -455,7 +455,7 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
         plan.vjp = rule.vjps[keys[0]] if single else None
         plan.needs = tuple(i in keys for i in range(nargs))
         plan.zero_checks = _versions((0,) * nargs, plan)
-        plan.tangent_maps = None  # looked up when forward mode first needs them
+        plan.tangent_maps = rule.tangent_maps(plan.keys)
         # A node keeps only the arguments and output its maps use: the rest (say, x in
         # x + c, or in tanh(x), whose derivative reads the output) can be freed as soon
         # as the program drops them, as torch saves only what a formula needs.
@@ -499,10 +499,7 @@ class PositionalNode(_SavedNode):
         return self.run(grads, create_graph, True)
 
     def tangent_maps(self) -> tuple[tuple | None, bool]:
-        plan = self.plan
-        if plan.tangent_maps is None:
-            plan.tangent_maps = self.rule.tangent_maps(plan.keys)
-        return plan.tangent_maps
+        return self.plan.tangent_maps
 
     def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
         if self.args is None:
@@ -532,7 +529,7 @@ class PositionalNode(_SavedNode):
             # The common first-order cases, called without unpacking a tuple: one
             # differentiated argument of a unary or a binary call (None: not kept).
             a = args[0]
-            result = (vjp(grads[0], ans, a.data if a is not None else None),)
+            result = (vjp(grads[0], ans, a.data if type(a) is Tensor else a),)
         elif vjp is not None and len(args) == 2:
             a, b = args
             da = a.data if type(a) is Tensor else a
@@ -558,8 +555,8 @@ class PositionalNode(_SavedNode):
 def _arrays(args: tuple) -> tuple:
     """The arguments with each Tensor replaced by its array."""
     if len(args) == 1:
-        a = args[0]  # a unary positional call has a Tensor, or None if not kept
-        return (a.data if a is not None else None,)
+        a = args[0]
+        return (a.data if type(a) is Tensor else a,)
     if len(args) == 2:
         a, b = args
         return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
@@ -618,36 +615,17 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         if not isinstance(out, np.generic):
             return call(rule, inputs)
         out = np.asarray(out)
-    # The Tensor is built inline (this function is the per-op cost of every
-    # small-array program); ``_wrap`` is the reference for its fields.
-    t = _new_object(Tensor)
-    t.data = out
-    t._grad = None
-    t._output_nr = 0
-    t._version_count = 0
-    t._version_owner = None
-    t._accumulator = None
-    t._retains_grad = False
-    t._view_of = None
+    if not mask or not _state.grad_enabled or not rule.differentiable:
+        return _wrap(out, False, None, 0)
     dtype = out.dtype
-    if (
-        not mask
-        or not _state.grad_enabled
-        or not (dtype is _FLOAT64 or dtype.kind == "f")
-        or not rule.differentiable
-    ):
-        if dtype.kind == "c" and mask and _state.grad_enabled and rule.differentiable:
-            return call(rule, inputs)  # refuses a complex result, with the reason
-        t._requires_grad = False
-        t.grad_fn = None
-        return t
+    if dtype is not _FLOAT64 and dtype.kind != "f":
+        # a complex result is refused by call(), with the reason
+        return call(rule, inputs) if dtype.kind == "c" else _wrap(out, False, None, 0)
     plan = rule._positional_plans.get(nargs << 8 | mask)
     if plan is None:
         plan = _positional_plan(rule, nargs << 8 | mask, nargs, mask)
     if plan is _NOT_RECORDED:
-        t._requires_grad = False
-        t.grad_fn = None
-        return t
+        return _wrap(out, False, None, 0)
     keys = plan.keys
     if len(keys) == 1:
         a = inputs[keys[0]]
@@ -697,9 +675,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     break
     node.checks = checks
     node.epoch = epoch
-    t._requires_grad = True
-    t.grad_fn = node
-    return t
+    return _wrap(out, True, node, 0)
 
 
 def _kept(inputs: tuple, keep: tuple) -> tuple:

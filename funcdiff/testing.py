@@ -142,6 +142,11 @@ def _describe(a: np.ndarray, b: np.ndarray) -> str:
     return f"max abs error {worst:.3g} at {idx}: got {got!r}, expected {expected!r}"
 
 
+def _grads(outputs: Any, inputs: Any, **kwargs: Any) -> tuple[Tensor, ...]:
+    """``grad`` with zeros, not None, for inputs an output does not depend on."""
+    return grad(outputs, inputs, allow_unused=True, materialize_grads=True, **kwargs)
+
+
 def _pushed(
     f: Callable, x0: Sequence[np.ndarray], dirs: Sequence[np.ndarray], batched: bool
 ) -> list[np.ndarray]:
@@ -186,7 +191,7 @@ def check_rule_case(
     diff_outs = [o for o in outs if isinstance(o, Tensor) and o.requires_grad]
     if len(diff_outs) != len(outs):
         return RuleCheck(rule.name, index, ["an output does not require grad"])
-    grads = grad(outs, inputs, grad_outputs=weights, allow_unused=True, materialize_grads=True)
+    grads = _grads(outs, inputs, grad_outputs=weights)
     for k, (x, g) in enumerate(zip(x0, grads)):
         fd = np.zeros_like(x)
         for m in range(x.size):
@@ -203,23 +208,19 @@ def check_rule_case(
     batch_weights = [rng.standard_normal((batch,) + r.shape) for r in ref]
     inputs = values(True, x0)
     outs = f(*inputs)
-    batched = grad(
+    batched = _grads(
         outs,
         inputs,
         grad_outputs=batch_weights,
         is_grads_batched=True,
-        allow_unused=True,
-        materialize_grads=True,
         retain_graph=True,
     )
     for b in range(batch):
-        looped = grad(
+        looped = _grads(
             outs,
             inputs,
             grad_outputs=[w[b] for w in batch_weights],
             retain_graph=True,
-            allow_unused=True,
-            materialize_grads=True,
         )
         for k, (gb, gl) in enumerate(zip(batched, looped)):
             if not _close(gb.data[b], gl.data, 1e-10, 1e-9):
@@ -237,22 +238,18 @@ def check_rule_case(
         ]
         inputs = values(True, x0)
         outs = f(*inputs)
-        got = grad(
+        got = _grads(
             outs,
             inputs,
             grad_outputs=structured,
             is_grads_batched=True,
-            allow_unused=True,
-            materialize_grads=True,
             retain_graph=True,
         )
-        want = grad(
+        want = _grads(
             outs,
             inputs,
             grad_outputs=[s.dense() for s in structured],
             is_grads_batched=True,
-            allow_unused=True,
-            materialize_grads=True,
         )
         for k, (gs, gd) in enumerate(zip(got, want)):
             if not _close(gs.data, gd.data, 1e-12, 1e-11):
@@ -266,24 +263,20 @@ def check_rule_case(
     direction = [rng.standard_normal(x.shape) for x in x0]
     inputs = values(True, x0)
     cotangents = [tensor(w, requires_grad=True) for w in weights]
-    vjps = grad(
+    vjps = _grads(
         f(*inputs),
         inputs,
         grad_outputs=cotangents,
         create_graph=True,
-        allow_unused=True,
-        materialize_grads=True,
     )
     live = [(g, v) for g, v in zip(vjps, direction) if g.requires_grad]
     if live:
         jv = [
             j.data
-            for j in grad(
+            for j in _grads(
                 [g for g, _ in live],
                 cotangents,
                 grad_outputs=[v for _, v in live],
-                allow_unused=True,
-                materialize_grads=True,
             )
         ]
     else:
@@ -323,28 +316,24 @@ def check_rule_case(
 
     def first_grad(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
         ins = values(True, xs)
-        gs = grad(f(*ins), ins, grad_outputs=weights, allow_unused=True, materialize_grads=True)
+        gs = _grads(f(*ins), ins, grad_outputs=weights)
         return [g.data for g in gs]
 
     inputs = values(True, x0)
-    gs = grad(
+    gs = _grads(
         f(*inputs),
         inputs,
         grad_outputs=weights,
         create_graph=True,
-        allow_unused=True,
-        materialize_grads=True,
     )
     live = [(g, v) for g, v in zip(gs, direction) if g.requires_grad]
     if not live:
         hv = [np.zeros_like(x) for x in x0]
     else:
-        hv_t = grad(
+        hv_t = _grads(
             [g for g, _ in live],
             inputs,
             grad_outputs=[v for _, v in live],
-            allow_unused=True,
-            materialize_grads=True,
             retain_graph=True,
         )
         hv = [h.data for h in hv_t]
@@ -360,22 +349,18 @@ def check_rule_case(
     # Batched second order: a batch of directions through the recorded backward pass.
     if live:
         batch_dirs = [rng.standard_normal((batch,) + tuple(g.shape)) for g, _ in live]
-        hb = grad(
+        hb = _grads(
             [g for g, _ in live],
             inputs,
             grad_outputs=batch_dirs,
             is_grads_batched=True,
-            allow_unused=True,
-            materialize_grads=True,
             retain_graph=True,
         )
         for b in range(batch):
-            hl = grad(
+            hl = _grads(
                 [g for g, _ in live],
                 inputs,
                 grad_outputs=[d[b] for d in batch_dirs],
-                allow_unused=True,
-                materialize_grads=True,
                 retain_graph=True,
             )
             for k, (x_b, x_l) in enumerate(zip(hb, hl)):
