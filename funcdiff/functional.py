@@ -298,12 +298,8 @@ def _basis_rows(
     ``(stop - start,) + shape``: the cotangents that one flattened output (or input)
     receives for those rows of the standard basis.
     """
-    n = math.prod(shape)
-    if start == offset and stop == offset + n:
-        return np.eye(n, dtype=dtype).reshape((n, *shape))
-    block = np.zeros((stop - start, n), dtype=dtype)
-    rows = np.arange(max(start, offset), min(stop, offset + n))
-    block[rows - start, rows - offset] = 1
+    # Row r is basis vector start + r: a one in column start + r - offset, if any.
+    block = np.eye(stop - start, math.prod(shape), k=start - offset, dtype=dtype)
     return block.reshape((stop - start, *shape))
 
 

@@ -17,6 +17,7 @@ import pytest
 import funcdiff as fd
 import funcdiff.functional as F
 from funcdiff.functional import (
+    _basis_rows,
     _construct_standard_basis_for,
     hessian,
     hvp,
@@ -474,6 +475,19 @@ def test_construct_standard_basis_for() -> None:
             np.testing.assert_array_equal(
                 np.concatenate([c.astype(float) for c in chunks], 1), np.eye(n)
             )
+
+
+def test_basis_rows_are_the_identity_block_for_any_row_range() -> None:
+    # chunked passes cut the identity anywhere: before, across and after a block
+    total = 9
+    for shape, offset in (((2, 2), 3), ((3,), 0), ((), 8), ((1, 2), 7)):
+        n = int(np.prod(shape))
+        for start in range(total):
+            for stop in range(start + 1, total + 1):
+                rows = _basis_rows(shape, np.float32, offset, start, stop)
+                assert rows.shape == (stop - start, *shape) and rows.dtype == np.float32
+                want = np.eye(total)[start:stop, offset : offset + n]
+                np.testing.assert_array_equal(rows.reshape(stop - start, n), want)
 
 
 # --------------------------------------------------------------------------- vjp / jvp
