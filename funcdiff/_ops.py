@@ -82,36 +82,26 @@ class _SavedNode(Node):
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
         jvps, pad = self.tangent_maps()
         if jvps is not None:
-            total = _apply_jvps(self, jvps, tangents, create_graph, batched and pad)
-            if total is not NotImplemented:
+            # The output tangent: each argument's tangent map applied to its tangent, summed.
+            args, kwargs, ans = self.saved_inputs(create_graph)
+            # A batch of tangents is aligned with the output's axes, as broadcasting
+            # aligns the arguments (elementwise rules).
+            ndim = len(self.out_meta[0][0]) + 1 if batched and pad else 0
+            total = None
+            for jvp, t in zip(jvps, tangents):
+                if t is None:
+                    continue
+                if t.ndim < ndim:
+                    t = t.reshape(t.shape[:1] + (1,) * (ndim - t.ndim) + t.shape[1:])
+                r = jvp(t, ans, *args, **kwargs) if kwargs else jvp(t, ans, *args)
+                if r is NotImplemented:  # the map declines: transpose the vjps
+                    break
+                total = r if total is None else total + r
+            else:
                 return [total]
         # The vjps run on constant saved values unless create_graph: transposing them
         # records a graph of the cotangent only.
         return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
-
-
-def _apply_jvps(
-    node: _SavedNode, jvps: tuple, tangents: list, create_graph: bool, pad: bool
-) -> Any:
-    """The output tangent: the sum of each argument's tangent map applied to its tangent.
-
-    ``pad`` aligns a batch of tangents with the output's axes, as broadcasting aligns
-    the arguments (elementwise rules). NotImplemented when a map declines.
-    """
-    args, kwargs, ans = node.saved_inputs(create_graph)
-    total = None
-    for jvp, t in zip(jvps, tangents):
-        if t is None:
-            continue
-        if pad:
-            missing = len(node.out_meta[0][0]) - (t.ndim - 1)
-            if missing > 0:
-                t = t.reshape(t.shape[:1] + (1,) * missing + t.shape[1:])
-        r = jvp(t, ans, *args, **kwargs) if kwargs else jvp(t, ans, *args)
-        if r is NotImplemented:
-            return r
-        total = r if total is None else total + r
-    return total
 
 
 class RuleNode(_SavedNode):
