@@ -799,21 +799,21 @@ def _jacobian_forward(
                 seeds[inp._gradient_edge()] = rows if vectorize else rows[0]
         pushed = push_forward(outputs, seeds, create_graph=False, batched=vectorize)
         for i, (out, t) in enumerate(zip(outputs, pushed, strict=True)):
-            shape = (stop - start, *out.shape)
+            shape = (stop - start, out.size)
             if t is None:
                 t = np.zeros(shape, out.dtype if out.dtype.kind == "f" else inputs[0].dtype)
             pieces[i].append(t.reshape(shape))
     jac = []
     for i, out in enumerate(outputs):
-        # Rows are input elements: move them behind the output axes. (Array methods,
-        # not np.moveaxis and np.reshape: on B7-sized problems their argument
-        # normalisation costs more than the arithmetic.)
-        columns = np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]
-        columns = columns.transpose((*range(1, columns.ndim), 0))
+        # Rows are input elements: transposed, the columns of input j are its block.
+        # (Array methods, not np.moveaxis and np.reshape: on B7-sized problems their
+        # argument normalisation costs more than the arithmetic.)
+        columns = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
+        out_shape = out.shape
         entries = []
         for j, inp in enumerate(inputs):
-            block = columns[..., offsets[j] : offsets[j + 1]]
-            entries.append(_wrap(block.reshape(out.shape + inp.shape), False, None, 0))
+            block = columns[:, offsets[j] : offsets[j + 1]]
+            entries.append(_wrap(block.reshape(out_shape + inp.shape), False, None, 0))
         jac.append(tuple(entries))
     return tuple(jac)
 
