@@ -264,7 +264,8 @@ def _sum_vjp(g, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial
 def _sum_jvp(t, ans, a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
     nb = batch_ndim(t, a)
     axes = tuple(nb + k for k in normalize_axes(axis, np.ndim(a)))
-    return np.sum(t, axis=axes, keepdims=_keepdims(keepdims))
+    # The method, not np.sum: its argument handling costs more than a small sum.
+    return t.sum(axis=axes, keepdims=_keepdims(keepdims))
 
 
 def _mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=True):
