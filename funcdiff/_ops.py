@@ -346,7 +346,14 @@ def _record(
     node.edges = tuple(edges)
     node.seq = _next_seq()
     node.paths = tuple(diff_paths)
-    node.args = tuple(args)
+    shapes_only = rule.shapes_only
+    if shapes_only:
+        for t in tensors:
+            if t.data.nbytes >= STAND_IN_MIN_BYTES:
+                break
+        else:
+            shapes_only = False  # all small: stand-ins would free too little
+    node.args = _stand_ins(args, rule.nondiff_args) if shapes_only else tuple(args)
     node.kwargs = kwargs
     node.pre_hooks = None
     node.retained = None
@@ -362,7 +369,7 @@ def _record(
         node.out_meta = tuple((o.data.shape, o.data.dtype) for o in outputs)
     else:
         data = outputs[0].data
-        node.ans = data
+        node.ans = _stand_in(data) if shapes_only and data.nbytes >= STAND_IN_MIN_BYTES else data
         node.out_meta = ((data.shape, data.dtype),)
     read, reads_ans = rule.checked(tuple(keys))
     checks: list = []
@@ -386,6 +393,46 @@ def _record(
         o = outputs[0]
         o._requires_grad = True
         o.grad_fn = node
+
+
+#: Below this size an argument of a shapes-only rule is kept as it is: a stand-in would
+#: free too little to pay for itself.
+STAND_IN_MIN_BYTES = 1 << 16
+
+
+def _stand_in(value: Any) -> Any:
+    """For a large array or Tensor, a read-only zero-stride array (Tensor) of its shape
+    and dtype, which holds no memory; anything else as it is.
+
+    What a shapes-only rule (``np.sum(y)``) saves for backward: keeping ``y`` itself
+    would hold its memory until the backward pass although its values are never read.
+    """
+    data = value.data if type(value) is Tensor else value
+    if type(data) is not np.ndarray or data.nbytes < STAND_IN_MIN_BYTES:
+        return value
+    shadow = np.broadcast_to(np.zeros((), data.dtype), data.shape)
+    return _wrap(shadow, False, None, 0) if type(value) is Tensor else shadow
+
+
+def _stand_ins(args: Sequence[Any], keep: frozenset) -> tuple:
+    """``args`` with stand-ins for the large arrays, except at the positions ``keep``
+    (indices and other arguments whose values the rule reads)."""
+    replaced = None
+    for i, a in enumerate(args):
+        if i in keep:
+            continue
+        if type(a) in _SEQUENCE_TYPES:
+            new = type(a)(_stand_in(item) for item in a)
+        else:
+            data = a.data if type(a) is Tensor else a
+            # Checked here, not in _stand_in: most arguments are small (no call then).
+            if type(data) is not np.ndarray or data.nbytes < STAND_IN_MIN_BYTES:
+                continue
+            new = _stand_in(a)
+        if replaced is None:
+            replaced = list(args)
+        replaced[i] = new
+    return tuple(args) if replaced is None else tuple(replaced)
 
 
 def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:

@@ -550,6 +550,48 @@ def test_a_node_keeps_only_the_values_its_rule_reads() -> None:
     )
 
 
+def test_a_reduction_keeps_a_stand_in_of_a_large_argument_not_its_memory() -> None:
+    # sum and mean need only the shape of what they reduce: the squared residual of a
+    # loss is freed as soon as it is summed (a large array; small ones are kept).
+    n = 20_000
+    x = fd.tensor(np.linspace(-1.0, 1.0, n), requires_grad=True)
+    r = np.tanh(x) - 0.5
+    sq = r * r
+    gone = weakref.ref(sq)
+    gone_data = weakref.ref(sq.data)
+    loss = np.mean(sq)
+    del sq
+    gc.collect()
+    assert gone() is None and gone_data() is None
+    (g,) = fd.grad(loss, x, create_graph=True)
+    t = np.tanh(x.data)
+    np.testing.assert_allclose(g.data, 2.0 * (t - 0.5) * (1.0 - t * t) / n, rtol=1e-12)
+    # the second derivative (a Hessian-vector product) sees the shapes it needs too
+    v = np.cos(np.arange(n))
+    (hv,) = fd.grad(g, x, fd.tensor(v))
+    d2 = ((1.0 - t * t) ** 2 - 2.0 * t * (t - 0.5) * (1.0 - t * t)) * 2.0 / n
+    np.testing.assert_allclose(hv.data, d2 * v, rtol=1e-10, atol=1e-18)
+    # a small argument is kept as it is (a stand-in would cost more than it frees)
+    small = x[:3] * 2.0
+    kept = weakref.ref(small)
+    total = np.sum(small)
+    del small
+    gc.collect()
+    assert kept() is not None and total.grad_fn is not None
+
+
+def test_a_layout_rule_keeps_its_argument() -> None:
+    # reshape(order="A") follows the memory layout of its argument, which a stand-in
+    # would not have: the cotangent must go back in Fortran order here.
+    base = fd.tensor(np.asfortranarray(np.arange(40_000.0).reshape(200, 200)), requires_grad=True)
+    y = base * 1.0  # a Fortran-ordered intermediate (NumPy keeps the layout)
+    assert y.data.flags.f_contiguous and not y.data.flags.c_contiguous
+    flat = np.reshape(y, (-1,), order="A")
+    w = np.arange(40_000.0)
+    (g,) = fd.grad(np.sum(flat * w), base)
+    np.testing.assert_array_equal(g.data, w.reshape(200, 200, order="F"))
+
+
 def test_an_input_the_rule_does_not_keep_may_change_in_place_afterwards() -> None:
     x = fd.tensor(np.array([0.5, 1.5]), requires_grad=True)
     a = x * 2.0

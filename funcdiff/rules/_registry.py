@@ -215,6 +215,10 @@ class Rule:
         False when the vjps look at the arguments and the output only for their
         shapes and dtypes (reshape, indexing, sum): nothing is version-checked then,
         so in-place changes after the operation stay legal.
+    uses_layout : bool
+        True when, beyond shapes, the vjps look at the memory layout of the arguments
+        (``ravel(order="K")``). A rule that uses neither values nor layout keeps
+        stand-ins of large arguments, not the arrays (``shapes_only``).
     """
 
     name: str
@@ -228,6 +232,7 @@ class Rule:
     convention: str = ""
     impl: Callable | None = None
     uses_values: bool = True
+    uses_layout: bool = False
     family: str = ""
 
     def __post_init__(self) -> None:
@@ -236,6 +241,9 @@ class Rule:
         object.__setattr__(self, "_mentions_cache", {})
         object.__setattr__(self, "_tangent_cache", {})
         object.__setattr__(self, "_positional_plans", {})
+        # Whether the derivatives need only the shapes and dtypes of the differentiated
+        # arguments and of the output (sum, mean), not their values or layout.
+        object.__setattr__(self, "shapes_only", not self.uses_values and not self.uses_layout)
         node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
         object.__setattr__(self, "node_name", node_name + "Backward")
 

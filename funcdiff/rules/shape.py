@@ -98,7 +98,7 @@ def _rule(name, fn, vjps=None, cases=(), convention="", **kw) -> Rule:
 def _layout_rule(name, fn, vjps=None, cases=(), convention="", **kw) -> Rule:
     """A rule whose vjps look at the arguments only for shapes and memory layout, so
     in-place changes after the operation stay legal (nothing is version-checked)."""
-    return _rule(name, fn, vjps, cases, convention, uses_values=False, **kw)
+    return _rule(name, fn, vjps, cases, convention, uses_values=False, uses_layout=True, **kw)
 
 
 # ---------------------------------------------------------------- reshaping
