@@ -352,7 +352,7 @@ def _record(
             if t.data.nbytes >= STAND_IN_MIN_BYTES:
                 break
         else:
-            shapes_only = False  # all small: stand-ins would free too little
+            shapes_only = False  # all small: keep them, with no call per argument
     node.args = _stand_ins(args, rule.nondiff_args) if shapes_only else tuple(args)
     node.kwargs = kwargs
     node.pre_hooks = None
@@ -369,7 +369,7 @@ def _record(
         node.out_meta = tuple((o.data.shape, o.data.dtype) for o in outputs)
     else:
         data = outputs[0].data
-        node.ans = _stand_in(data) if shapes_only and data.nbytes >= STAND_IN_MIN_BYTES else data
+        node.ans = _stand_in(data) if shapes_only else data
         node.out_meta = ((data.shape, data.dtype),)
     read, reads_ans = rule.checked(tuple(keys))
     checks: list = []
@@ -417,22 +417,14 @@ def _stand_in(value: Any) -> Any:
 def _stand_ins(args: Sequence[Any], keep: frozenset) -> tuple:
     """``args`` with stand-ins for the large arrays, except at the positions ``keep``
     (indices and other arguments whose values the rule reads)."""
-    replaced = None
-    for i, a in enumerate(args):
-        if i in keep:
-            continue
-        if type(a) in _SEQUENCE_TYPES:
-            new = type(a)(_stand_in(item) for item in a)
-        else:
-            data = a.data if type(a) is Tensor else a
-            # Checked here, not in _stand_in: most arguments are small (no call then).
-            if type(data) is not np.ndarray or data.nbytes < STAND_IN_MIN_BYTES:
-                continue
-            new = _stand_in(a)
-        if replaced is None:
-            replaced = list(args)
-        replaced[i] = new
-    return tuple(args) if replaced is None else tuple(replaced)
+    return tuple(
+        a
+        if i in keep
+        else type(a)(map(_stand_in, a))
+        if type(a) in _SEQUENCE_TYPES
+        else _stand_in(a)
+        for i, a in enumerate(args)
+    )
 
 
 def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:

@@ -217,7 +217,7 @@ class Rule:
         so in-place changes after the operation stay legal.
     uses_layout : bool
         True when, beyond shapes, the vjps look at the memory layout of the arguments
-        (``ravel(order="K")``). A rule that uses neither values nor layout keeps
+        (``reshape(order="A")``). A rule that uses neither values nor layout keeps
         stand-ins of large arguments, not the arrays (``shapes_only``).
     """
 
