@@ -541,30 +541,45 @@ class PositionalNode(_SavedNode):
         return _arrays(self.args), _NO_KWARGS, self.ans
 
     def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
+        if not create_graph and self.plan.vjp is not None:
+            return (self.run_single(grads[0], retain_graph),)
         args = self.args
         if args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
         if self.epoch != INPLACE.count:
             self.check_saved()
         ans = self.ans
-        vjp = self.plan.vjp
         if create_graph:
             # The output re-enters the graph as a Tensor produced by this very node, so
             # derivatives of rules that read ``ans`` flow through it.
             if ans is not None:
                 ans = _wrap(ans, True, self, 0)
             result = self._vjps(grads[0], ans, args)
-        elif vjp is not None and len(args) == 1:
-            # The common first-order cases, called without unpacking a tuple: one
-            # differentiated argument of a unary or a binary call (None: not kept).
-            a = args[0]
-            result = (vjp(grads[0], ans, a.data if type(a) is Tensor else a),)
-        elif vjp is not None and len(args) == 2:
-            a, b = args
-            da = a.data if type(a) is Tensor else a
-            result = (vjp(grads[0], ans, da, b.data if type(b) is Tensor else b),)
         else:
             result = self._vjps(grads[0], ans, _arrays(args))
+        if not retain_graph:
+            self.args = self.ans = None
+        return result
+
+    def run_single(self, grad: Any, retain_graph: bool) -> Any:
+        vjp = self.plan.vjp
+        if vjp is None:  # one vjp for all arguments (``Rule.vjp_all``)
+            return self.run([grad], False, retain_graph)[0]
+        args = self.args
+        if args is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.epoch != INPLACE.count:
+            self.check_saved()
+        # Unary and binary calls, the common cases, without building a tuple of arrays.
+        if len(args) == 1:
+            a = args[0]
+            result = vjp(grad, self.ans, a.data if type(a) is Tensor else a)
+        elif len(args) == 2:
+            a, b = args
+            da = a.data if type(a) is Tensor else a
+            result = vjp(grad, self.ans, da, b.data if type(b) is Tensor else b)
+        else:
+            result = vjp(grad, self.ans, *_arrays(args))
         if not retain_graph:
             self.args = self.ans = None
         return result

@@ -599,3 +599,18 @@ def test_an_input_the_rule_does_not_keep_may_change_in_place_afterwards() -> Non
     a += 1.0  # legal, as in torch: no rule reads a's old value
     (g,) = fd.grad(np.sum(b), x)
     np.testing.assert_allclose(g.data, 2.0 * (1.0 - np.tanh(2.0 * x.data) ** 2), rtol=1e-12)
+
+
+def test_a_chain_hands_on_only_cotangents_of_the_inputs_shape_and_dtype() -> None:
+    # Along a chain the engine gives a node's cotangent straight to its input; one
+    # that must still be summed over a broadcast axis and cast to the leaf's float32
+    # goes the general way. The answer, against the closed form
+    # d/dx sum_j tanh(sin(x c_j) + 1) = sum_j (1 - tanh^2) cos(x c_j) c_j:
+    x = fd.tensor(np.array([[0.5], [-1.0], [2.0]], dtype=np.float32), requires_grad=True)
+    c = np.linspace(1.0, 2.0, 12).reshape(3, 4)
+    np.sum(np.tanh(np.sin(x * c) + 1.0)).backward()
+    xc = x.data.astype(float) * c
+    expected = np.sum((1.0 - np.tanh(np.sin(xc) + 1.0) ** 2) * np.cos(xc) * c, axis=1)
+    assert x.grad.dtype == np.float32
+    assert x.grad.shape == (3, 1)
+    np.testing.assert_allclose(x.grad.data[:, 0], expected, rtol=1e-6)

@@ -320,8 +320,28 @@ def run_backward(
                 continue  # nothing it leads to is wanted
             if len(grads) > 1:
                 _fill_missing(node, grads, create_graph, batch_shape)
-            in_grads = node.run(grads, create_graph, retain_graph)
             sole_input = len(edges) == 1
+            if sole_input and len(grads) == 1 and not create_graph:
+                # A link of a chain, the commonest node: one cotangent in, one out.
+                g = node.run_single(grads[0], retain_graph)
+                child = edges[0][0]
+                meta = child.out_meta
+                if (
+                    type(g) is ndarray
+                    and len(meta) == 1
+                    and g.dtype is meta[0][1]
+                    and g.shape == (batch_shape + meta[0][0] if batch_shape else meta[0][0])
+                    and child not in buffers
+                    and (not heap or heap[0][0] > -child.seq)
+                ):
+                    # Its input's first cotangent, as it should be, and no waiting node
+                    # is newer: the input runs next, as below, without a detour.
+                    node = child
+                    grads = [g]
+                    continue
+                in_grads: Sequence[Any] = (g,)
+            else:
+                in_grads = node.run(grads, create_graph, retain_graph)
             node = None
             for (child, nr), g in zip(edges, in_grads):
                 if g is not None:

@@ -134,6 +134,15 @@ class Node:
             self.release()
         return result
 
+    def run_single(self, grad: Any, retain_graph: bool) -> Any:
+        """:meth:`run` in a first-order pass (ndarray cotangents) of a node with one
+        output and one edge: the input's cotangent, or None.
+
+        The engine's path for chains; nodes on the hot path override it to skip the
+        lists and tuples that :meth:`run` takes and returns.
+        """
+        return self.run([grad], False, retain_graph)[0]
+
     def describe_saved(self, label: Any) -> str:
         """Describe the saved value ``label`` for error messages."""
         return str(label)
