@@ -391,7 +391,9 @@ register(
 # ---------------------------------------------------------------- hyperbolic
 unary(np.sinh, lambda g, ans, x: g * np.cosh(x))
 unary(np.cosh, lambda g, ans, x: g * np.sinh(x))
-unary(np.tanh, lambda g, ans, x: g * (1.0 - ans * ans))
+# g - g*ans*ans rather than g * (1 - ans*ans): the same three passes, none of them
+# with a Python scalar, which costs a small-array ufunc call ~40% more.
+unary(np.tanh, lambda g, ans, x: g - g * ans * ans)
 unary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0))
 unary(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1.0), low=1.2, high=3.0)
 unary(np.arctanh, lambda g, ans, x: g / (1.0 - x * x), low=-0.9, high=0.9)
