@@ -326,12 +326,14 @@ def run_backward(
                 g = node.run_single(grads[0], retain_graph)
                 child = edges[0][0]
                 meta = child.out_meta
+                # An input that already holds a cotangent, the usual reason to take the
+                # general way, is ruled out first.
                 if (
                     type(g) is ndarray
+                    and child not in buffers
                     and len(meta) == 1
                     and g.dtype is meta[0][1]
                     and g.shape == (batch_shape + meta[0][0] if batch_shape else meta[0][0])
-                    and child not in buffers
                     and (not heap or heap[0][0] > -child.seq)
                 ):
                     # Its input's first cotangent, as it should be, and no waiting node
