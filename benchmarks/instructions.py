@@ -37,6 +37,9 @@ from benchmarks import _env  # noqa: E402
 #: problem -> (workloads, operations per call for per-op figures)
 PROBLEMS: dict[str, tuple[tuple[str, ...], int]] = {
     "B5": (("B5-numpy", "B5-backward", "B5-grad"), 1000),
+    # Where a B5 operation's instructions go: the Tensor call without recording, the
+    # call that records (the graph freed unused), and the whole value and gradient.
+    "B5-parts": (("B5-numpy", "B5-no-grad", "B5-record", "B5-backward"), 1000),
     "B7": (("B7-numpy", "B7-forward-mode", "B7-reverse-mode"), 1),
 }
 #: Counting starts and stops with this C function: the measured calls run inside it.
@@ -60,6 +63,15 @@ def workload(name: str) -> tuple[Callable[[], Any], list[np.ndarray]]:
         if name == "B5-numpy":
             return (lambda: f(x)), [value]
         xt = fd.tensor(x, requires_grad=True)
+        if name == "B5-no-grad":
+
+            def no_grad_call() -> Any:
+                with fd.no_grad():
+                    return f(xt)
+
+            return no_grad_call, [value]
+        if name == "B5-record":
+            return (lambda: f(xt)), [value]
         if name == "B5-grad":
             return (lambda: fd.grad(f(xt), xt)), [gradient]
 
@@ -147,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         print("valgrind is not on the PATH (Debian: apt-get install valgrind); nothing counted")
         return 1
     problems = args.problems or list(PROBLEMS)
-    names = [name for problem in problems for name in PROBLEMS[problem][0]]
+    names = list(dict.fromkeys(name for problem in problems for name in PROBLEMS[problem][0]))
     # One valgrind per core: each is single-threaded, and the counts do not depend on
     # what else runs.
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
