@@ -336,8 +336,9 @@ def run_backward(
                     and g.shape == (batch_shape + meta[0][0] if batch_shape else meta[0][0])
                     and (not heap or heap[0][0] > -child.seq)
                 ):
-                    # Its input's first cotangent, as it should be, and no waiting node
-                    # is newer: the input runs next, as below, without a detour.
+                    # The input's first cotangent, already of its shape and dtype, and
+                    # no waiting node is newer: the input runs next (as below), without
+                    # the heap, the buffers or the general delivery's checks.
                     node = child
                     grads = [g]
                     continue
