@@ -536,6 +536,8 @@ class PositionalNode(_SavedNode):
         if self.epoch != INPLACE.count:
             self.check_saved()
         if create_graph:
+            # The output re-enters the graph as a Tensor produced by this very node, so
+            # derivatives of rules that read ``ans`` flow through it.
             ans = self.ans if self.ans is None else _wrap(self.ans, True, self, 0)
             return self.args, _NO_KWARGS, ans
         return _arrays(self.args), _NO_KWARGS, self.ans
@@ -543,20 +545,8 @@ class PositionalNode(_SavedNode):
     def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
         if not create_graph and self.plan.vjp is not None:
             return (self.run_single(grads[0], retain_graph),)
-        args = self.args
-        if args is None:
-            raise RuntimeError(FREED_GRAPH_MESSAGE)
-        if self.epoch != INPLACE.count:
-            self.check_saved()
-        ans = self.ans
-        if create_graph:
-            # The output re-enters the graph as a Tensor produced by this very node, so
-            # derivatives of rules that read ``ans`` flow through it.
-            if ans is not None:
-                ans = _wrap(ans, True, self, 0)
-            result = self._vjps(grads[0], ans, args)
-        else:
-            result = self._vjps(grads[0], ans, _arrays(args))
+        args, _, ans = self.saved_inputs(create_graph)
+        result = self._vjps(grads[0], ans, args)
         if not retain_graph:
             self.args = self.ans = None
         return result
@@ -565,6 +555,7 @@ class PositionalNode(_SavedNode):
         vjp = self.plan.vjp
         if vjp is None:  # one vjp for all arguments (``Rule.vjp_all``)
             return self.run([grad], False, retain_graph)[0]
+        # saved_inputs' checks, inline: this is every chain link's path.
         args = self.args
         if args is None:
             raise RuntimeError(FREED_GRAPH_MESSAGE)
