@@ -26,6 +26,7 @@ import fuzz_programs as fp  # noqa: E402
 CI_PROGRAMS = 300
 
 
+@pytest.mark.slow
 def test_random_programs_ci_budget() -> None:
     ran: list[fp.Program] = []
 
@@ -62,6 +63,7 @@ def test_random_programs_ci_budget() -> None:
     assert sum(len(p.ops) for p in ran) >= 3 * CI_PROGRAMS
 
 
+@pytest.mark.slow
 def test_seeded_programs_ci_budget() -> None:
     """The seeded generator of the long budget, on a fixed block of seeds (larger
     programs than hypothesis draws early on)."""

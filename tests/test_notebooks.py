@@ -39,6 +39,7 @@ def test_notebook_is_committed_without_outputs(path: Path) -> None:
             assert cell.get("execution_count") is None, f"{path.name}: cell {i} was executed"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MPLBACKEND", "Agg")

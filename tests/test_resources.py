@@ -53,6 +53,7 @@ def _traced_growth(step: Callable[[], None], calls: int, warmup: int = 50) -> tu
     return end - early, peak - start
 
 
+@pytest.mark.slow
 def test_memory_flat_over_10000_grad_calls() -> None:
     x = fd.tensor(np.linspace(-1.0, 1.0, 50), requires_grad=True)
 
@@ -70,6 +71,7 @@ def test_memory_flat_over_10000_grad_calls() -> None:
     assert peak < 200_000
 
 
+@pytest.mark.slow
 def test_memory_flat_over_1000_hessians_n100() -> None:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((100, 100)) / 10
@@ -94,6 +96,7 @@ def test_memory_flat_over_1000_hessians_n100() -> None:
     assert peak < 40 * 80_000
 
 
+@pytest.mark.slow
 def test_memory_flat_after_exceptions_in_the_middle_of_a_jacobian() -> None:
     """The user's hook raises on the third row of a looped Jacobian, 300 times over: the
     recorded graph (with its saved 80 kB arrays) is released each time."""

@@ -8,10 +8,12 @@ import tracemalloc
 import weakref
 
 import numpy as np
+import pytest
 
 import funcdiff as fd
 
 
+@pytest.mark.slow
 def test_million_op_chain_runs_backward_without_recursion_error() -> None:
     x = fd.tensor(1.0, requires_grad=True)
     y = x
@@ -36,6 +38,7 @@ def test_deep_chain_with_create_graph_second_order() -> None:
     np.testing.assert_allclose(h.item(), 2 * c * c, rtol=1e-10)
 
 
+@pytest.mark.slow
 def test_memory_stays_flat_over_many_backward_passes_on_large_arrays() -> None:
     rng = np.random.default_rng(0)
     x = fd.tensor(rng.standard_normal(1_000_000), requires_grad=True)
