@@ -329,10 +329,13 @@ NARRATIVE = [
     r"before the (last|latest) (round|change)",
 ]
 # The pages that quote the committed benchmark run, and the section that quotes it.
-FIGURE_SECTIONS = [(ROOT / "README.md", "## Performance"), (DOCS / "performance.md", "## Benchmarks")]
+FIGURE_SECTIONS = [
+    (ROOT / "README.md", "## Performance"),
+    (DOCS / "performance.md", "## Benchmarks"),
+]
 
 
-@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_pages_tell_no_story_of_machines_issues_or_rounds_of_work(page: Path) -> None:
     text = page.read_text("utf-8")
     found = [m.group(0) for pat in NARRATIVE for m in re.finditer(pat, text, re.IGNORECASE)]
@@ -452,7 +455,9 @@ def _check_quoted_figures(page: Path, section: str) -> None:
                 for r in results["rows"]
                 if f"{r['problem']} | {r['column']}" == k and r["setting"] == b["setting"]
             )
-            spread = max(spread, 1 - row["q1_s"] / row["median_s"], row["q3_s"] / row["median_s"] - 1)
+            spread = max(
+                spread, 1 - row["q1_s"] / row["median_s"], row["q3_s"] / row["median_s"] - 1
+            )
     assert int(m.group(1)) == int(np.ceil(spread * 100)), f"{page.name}: spread {spread:.1%}"
 
 

@@ -85,7 +85,7 @@ def test_comparison_table_scipy_row_matches_what_dispatches() -> None:
 
     x = fd.tensor([0.3, -0.5], requires_grad=True)
     (g,) = fd.grad(np.sum(scipy.special.erf(x)), x)  # a ufunc: dispatches
-    np.testing.assert_allclose(g.data, 2 / np.sqrt(np.pi) * np.exp(-x.data**2), rtol=1e-14)
+    np.testing.assert_allclose(g.data, 2 / np.sqrt(np.pi) * np.exp(-(x.data**2)), rtol=1e-14)
     for call in (lambda: scipy.linalg.expm(np.diag(x)), lambda: scipy.special.logsumexp(x)):
         with pytest.raises(RuntimeError, match="gradient would be lost"):
             call()
