@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
 
 matplotlib.use("Agg")
@@ -304,3 +305,167 @@ def test_numbers_in_examples_are_real(tmp_path: Path) -> None:
     (block,) = extract_blocks(page)
     with pytest.raises(AssertionError):
         _run_python(block, {}, tmp_path)
+
+
+# ------------------------------------------------------------ benchmark figures and prose
+# Pages whose prose must speak to users: no narrative about the benchmark machine, the
+# project's issues or its history (benchmarks/results/HISTORY.md is the place for that).
+USER_PAGES = [
+    ROOT / "README.md",
+    DOCS / "index.md",
+    DOCS / "performance.md",
+    DOCS / "migrating.md",
+    DOCS / "reliability.rst",
+    ROOT / "benchmarks" / "README.md",
+]
+NARRATIVE = [
+    r"slow phase",
+    r"\bdrift",
+    r"reference figures",
+    r"rounds? of work",
+    r"\bissues?\b",
+    r"virtual machine",
+    r"\bVM\b",
+    r"before the (last|latest) (round|change)",
+]
+# The pages that quote the committed benchmark run, and the section that quotes it.
+FIGURE_SECTIONS = [
+    (ROOT / "README.md", "## Performance"),
+    (DOCS / "performance.md", "## Benchmarks"),
+]
+
+
+@pytest.mark.parametrize("page", USER_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_pages_tell_no_story_of_machines_issues_or_rounds_of_work(page: Path) -> None:
+    text = page.read_text("utf-8")
+    found = [m.group(0) for pat in NARRATIVE for m in re.finditer(pat, text, re.IGNORECASE)]
+    assert not found, f"{page.name}: {found}"
+
+
+def _figure_section(page: Path, heading: str) -> str:
+    text = page.read_text("utf-8")
+    start = text.index(heading + "\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else len(text)]
+
+
+def _two_digits(value: float) -> float:
+    return float(f"{value:.2g}")
+
+
+def _results_for(section: str) -> dict:
+    import json
+
+    names = set(re.findall(r"benchmarks/results/([\w-]+)\.json", section))
+    assert len(names) == 1, f"the section must name exactly one results file: {names}"
+    (name,) = names
+    path = ROOT / "benchmarks" / "results" / f"{name}.json"
+    assert path.exists(), path
+    return json.loads(path.read_text("utf-8"))
+
+
+def _tables(section: str) -> list[list[list[str]]]:
+    tables: list[list[list[str]]] = []
+    current: list[list[str]] = []
+    for line in section.splitlines() + [""]:
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not set("".join(cells)) <= set("-: "):
+                current.append(cells)
+        elif current:
+            tables.append(current)
+            current = []
+    return tables
+
+
+def _seconds(cell: str) -> float:
+    m = re.fullmatch(r"([\d.]+) (ms|us|s)( per op)?", cell)
+    assert m, f"not a time: {cell!r}"
+    return float(m.group(1)) * {"s": 1.0, "ms": 1e-3, "us": 1e-6}[m.group(2)]
+
+
+def _allowed_ratios(results: dict) -> set[float]:
+    """Every ratio of the run that prose may quote, rounded to two significant digits."""
+    ratios = [b["ratio"] for b in results["best"].values()]
+    extras = results.get("extras", {})
+    if "dispatch" in extras:
+        d = extras["dispatch"]
+        ratios += [d["tensor_us"] / d["ndarray_us"], d["tensor_requires_grad_us"] / d["ndarray_us"]]
+    if "chain" in extras:
+        ratios.append(extras["chain"]["growth"])
+    ratios += [r["ratio"] for r in extras.get("memory", {}).get("rows", [])]
+    return {_two_digits(r) for r in ratios}
+
+
+@pytest.mark.parametrize(("page", "heading"), FIGURE_SECTIONS, ids=lambda p: getattr(p, "name", p))
+def test_quoted_benchmark_figures_are_the_committed_run(page: Path, heading: str) -> None:
+    """Every ratio a page quotes is the committed results file's, to two digits; so are the
+    command that produced it and the spread it states. A stale figure fails here."""
+    _check_quoted_figures(page, _figure_section(page, heading))
+
+
+def _check_quoted_figures(page: Path, section: str) -> None:
+    results = _results_for(section)
+    assert results["command"] in section, f"{page.name}: quote the run's command"
+    best = results["best"]
+    problems = sorted(results["problems"], key=len, reverse=True)
+    checked = 0
+    for table in _tables(section):
+        header = table[0]
+        for cells in table[1:]:
+            key = next((p for p in problems if cells[0].startswith(p)), None)
+            assert key is not None, f"{page.name}: unknown problem in row {cells[0]!r}"
+            for column, cell in zip(header[1:], cells[1:], strict=True):
+                where = f"{page.name}: {key} | {column} = {cell!r}"
+                if column == "numpy f":
+                    if cell.endswith("per op"):
+                        row = next(
+                            r
+                            for r in results["rows"]
+                            if r["problem"] == key and r["column"] == "numpy f"
+                        )
+                        want = row["us_per_op"] * 1e-6
+                    else:
+                        want = results["numpy_forward_s"][key]
+                    assert np.isclose(_seconds(cell), _two_digits(want), rtol=1e-9), where
+                elif column == "funcdiff's setting":
+                    assert cell.strip("`") == best[f"{key} | funcdiff"]["setting"], where
+                else:
+                    m = re.fullmatch(r"([\d.]+)x", cell)
+                    assert m, where
+                    want = _two_digits(best[f"{key} | {column}"]["ratio"])
+                    assert np.isclose(float(m.group(1)), want, rtol=1e-9), f"{where}, run: {want}x"
+                checked += 1
+    assert checked >= 20, f"{page.name}: only {checked} figures in tables"
+    # ratios in the prose must be ratios of the run too
+    prose = "\n".join(ln for ln in section.splitlines() if not ln.startswith("|"))
+    allowed = _allowed_ratios(results)
+    for m in re.finditer(r"(?<![\w.])(\d+(?:\.\d+)?)x\b", prose):
+        assert any(np.isclose(float(m.group(1)), a, rtol=1e-9) for a in allowed), (
+            f"{page.name}: {m.group(0)} is no ratio of the committed run"
+        )
+    # the spread stated is the spread of funcdiff's cells in the run
+    m = re.search(r"within (\d+)% of their medians", section)
+    assert m, f"{page.name}: state the spread of the run"
+    spread = 0.0
+    for k, b in best.items():
+        if k.endswith("| funcdiff"):
+            row = next(
+                r
+                for r in results["rows"]
+                if f"{r['problem']} | {r['column']}" == k and r["setting"] == b["setting"]
+            )
+            spread = max(
+                spread, 1 - row["q1_s"] / row["median_s"], row["q3_s"] / row["median_s"] - 1
+            )
+    assert int(m.group(1)) == int(np.ceil(spread * 100)), f"{page.name}: spread {spread:.1%}"
+
+
+def test_a_stale_benchmark_figure_fails() -> None:
+    """The check above really compares: a README whose B1 ratio is off fails it."""
+    section = _figure_section(ROOT / "README.md", "## Performance")
+    row = next(ln for ln in section.splitlines() if ln.startswith("| B1"))
+    cells = row.split("|")
+    cells[2] = " 9.9x "
+    with pytest.raises(AssertionError, match=r"B1 \| funcdiff = '9.9x', run: 1.9x"):
+        _check_quoted_figures(ROOT / "README.md", section.replace(row, "|".join(cells)))
