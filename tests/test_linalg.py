@@ -15,7 +15,7 @@ import scipy.linalg
 import funcdiff as fd
 from funcdiff import linalg as fdl
 from funcdiff.rules import Arg, Case, Rule
-from funcdiff.rules import linalg as rules
+from funcdiff.rules import scipy_linalg as rules
 from funcdiff.testing import check_rule_case
 
 
