@@ -63,6 +63,7 @@ def unary(
         cases=unary_cases(low, high) + tuple(cases),
         convention=convention,
         family="elementwise",
+        diagonal=True,
     )
     return register(rule)
 
@@ -81,6 +82,7 @@ def binary(
         cases=binary_cases() if cases is None else cases,
         convention=convention,
         family="elementwise",
+        diagonal=True,
     )
     return register(rule)
 
@@ -139,6 +141,7 @@ register(
         cases=binary_cases(0.1, 0.9, 1.5, 2.5),
         convention="piecewise constant: zero gradient everywhere",
         family="elementwise",
+        diagonal=True,
     )
 )
 # Quotients away from integers (the jumps), with non-zero floor/trunc quotients and
@@ -177,6 +180,7 @@ register(
         cases=_mod_cases,
         convention="the quotient is piecewise constant; the remainder as numpy.remainder",
         family="elementwise",
+        diagonal=True,
     )
 )
 
@@ -384,6 +388,7 @@ register(
         ),
         convention="sinc'(0) = 0, and every higher derivative at 0 exact",
         family="elementwise",
+        diagonal=True,
     ),
     np.sinc,
 )
@@ -453,6 +458,7 @@ register(
         convention="zero gradient for x (piecewise constant); the second argument, the "
         "value at x = 0, gets the gradient where x == 0",
         family="elementwise",
+        diagonal=True,
     )
 )
 
@@ -469,6 +475,7 @@ register(
         ),
         convention="d frac/dx = 1 and d int/dx = 0 (the integral part is piecewise constant)",
         family="elementwise",
+        diagonal=True,
     )
 )
 register(
@@ -483,6 +490,7 @@ register(
         ),
         convention="d mantissa/dx = 2**-exponent (piecewise); the integer exponent has none",
         family="elementwise",
+        diagonal=True,
     )
 )
 
@@ -495,6 +503,7 @@ register(
         cases=(Case((Arg((2, 3)),)), Case((Arg(()),))),
         convention="identity on real Tensors (Tensors are always real)",
         family="elementwise",
+        diagonal=True,
     ),
     np.real,
 )
@@ -525,6 +534,7 @@ register(
         cases=(Case((Arg((2, 3)),)), Case((Arg(()),), {"nan": 1.0, "posinf": 5.0})),
         convention="the gradient passes where x is finite and is 0 where a value was replaced",
         family="elementwise",
+        diagonal=True,
     ),
     np.nan_to_num,
 )
@@ -643,6 +653,7 @@ register(
             "the result, and the gradient, go to a_max, as in NumPy"
         ),
         family="shape",
+        diagonal=True,
     ),
     np.clip,
 )
