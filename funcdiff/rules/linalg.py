@@ -29,6 +29,7 @@ Conventions (also in each rule's ``convention``)
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -691,16 +692,30 @@ register(
 )
 
 
-# ----------------------------------------------------------------- solve_triangular's forward
-# The qr vjp solves with it, so the dispatching wrapper lives here; its rule is in
-# rules/scipy_linalg.py.
-def _solve_triangular(
-    a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=True
-):
-    # overwrite_b is dropped: a Tensor's data must never be changed behind its back.
-    return scipy.linalg.solve_triangular(
-        a, b, trans=trans, lower=lower, unit_diagonal=unit_diagonal, check_finite=check_finite
-    )
+# ----------------------------------------------------------------- scipy.linalg forwards
+def scipy_forward(scipy_fn: Callable) -> tuple[Callable, Callable]:
+    """The forward of a ``scipy.linalg`` rule and its Tensor-dispatching wrapper.
+
+    The forward is ``scipy_fn`` with SciPy's own parameters, names and positions (so
+    the vjps see the call as it was written), except that ``overwrite_a`` and
+    ``overwrite_b`` are always passed on as False: a Tensor's data must never change
+    behind the recorded graph.
+    """
+    names = list(inspect.signature(scipy_fn).parameters)
+    flags = {i: name for i, name in enumerate(names) if name.startswith("overwrite_")}
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > min(flags, default=len(names)):
+            args = tuple(False if i in flags else a for i, a in enumerate(args))
+        for name in flags.values():
+            if name in kwargs:
+                kwargs[name] = False
+        return scipy_fn(*args, **kwargs)
+
+    forward.__name__ = forward.__qualname__ = f"_{scipy_fn.__name__}"
+    forward.__doc__ = f"``scipy.linalg.{scipy_fn.__name__}``, never overwriting its inputs."
+    return forward, _wrap_kwargs_dispatch(forward)
 
 
-solve_triangular = _wrap_kwargs_dispatch(_solve_triangular)
+# The qr vjp solves with it, so its forward lives here; its rule is in scipy_linalg.py.
+_solve_triangular, solve_triangular = scipy_forward(scipy.linalg.solve_triangular)

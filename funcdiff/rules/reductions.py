@@ -284,87 +284,68 @@ register(
 
 
 # ---------------------------------------------------------------- var and std
-def _moment_options(func, out, where, mean):
-    _unsupported(func, out=out, where=where, mean=mean)
-
-
 def _dof(a: Any, axis: Any, ddof: Any, correction: Any) -> Any:
     return _count(a, axis) - (ddof if correction is _NOVALUE else correction)
 
 
-def _var(
-    a,
-    axis=None,
-    dtype=None,
-    out=None,
-    ddof=0,
-    keepdims=False,
-    *,
-    where=True,
-    mean=_NOVALUE,
-    correction=_NOVALUE,
-):
-    _moment_options("var", out, where, mean)
-    extra = {} if correction is _NOVALUE else {"correction": correction}
-    return np.var(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=_keepdims(keepdims), **extra)
+def _moment(name: str, numpy_fn: Any, cotangent: Any) -> tuple[Any, Any]:
+    """The forward and the vjp of ``var`` or ``std``, with NumPy's parameters.
+
+    ``cotangent(ge, ans, a, axis, keepdims, centered, dof)`` gives the vjp from the
+    expanded cotangent ``ge``, the centered input and the degrees of freedom.
+    """
+
+    def forward(
+        a,
+        axis=None,
+        dtype=None,
+        out=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=True,
+        mean=_NOVALUE,
+        correction=_NOVALUE,
+    ):
+        _unsupported(name, out=out, where=where, mean=mean)
+        extra = {} if correction is _NOVALUE else {"correction": correction}
+        return numpy_fn(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=_keepdims(keepdims), **extra)
+
+    def vjp(
+        g,
+        ans,
+        a,
+        axis=None,
+        dtype=None,
+        out=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=True,
+        mean=None,
+        correction=_NOVALUE,
+    ):
+        centered = a - np.mean(a, axis=axis, keepdims=True)
+        ge = expand_reduced(g, ans, a, axis, keepdims)
+        return cotangent(ge, ans, a, axis, keepdims, centered, _dof(a, axis, ddof, correction))
+
+    forward.__name__ = forward.__qualname__ = f"_{name}"
+    vjp.__name__ = vjp.__qualname__ = f"_{name}_vjp"
+    return forward, vjp
 
 
-def _std(
-    a,
-    axis=None,
-    dtype=None,
-    out=None,
-    ddof=0,
-    keepdims=False,
-    *,
-    where=True,
-    mean=_NOVALUE,
-    correction=_NOVALUE,
-):
-    _moment_options("std", out, where, mean)
-    extra = {} if correction is _NOVALUE else {"correction": correction}
-    return np.std(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=_keepdims(keepdims), **extra)
+def _var_cotangent(ge, ans, a, axis, keepdims, centered, dof):
+    return ge * centered * (2.0 / dof)
 
 
-def _var_vjp(
-    g,
-    ans,
-    a,
-    axis=None,
-    dtype=None,
-    out=None,
-    ddof=0,
-    keepdims=False,
-    *,
-    where=True,
-    mean=None,
-    correction=_NOVALUE,
-):
-    centered = a - np.mean(a, axis=axis, keepdims=True)
-    ge = expand_reduced(g, ans, a, axis, keepdims)
-    return ge * centered * (2.0 / _dof(a, axis, ddof, correction))
-
-
-def _std_vjp(
-    g,
-    ans,
-    a,
-    axis=None,
-    dtype=None,
-    out=None,
-    ddof=0,
-    keepdims=False,
-    *,
-    where=True,
-    mean=None,
-    correction=_NOVALUE,
-):
+def _std_cotangent(ge, ans, a, axis, keepdims, centered, dof):
     s = expand_reduced(ans, ans, a, axis, keepdims)
     positive = s != 0  # not s > 0: a NaN standard deviation must give a NaN gradient
-    centered = a - np.mean(a, axis=axis, keepdims=True)
-    ge = expand_reduced(g, ans, a, axis, keepdims)
-    scale = _dof(a, axis, ddof, correction) * np.where(positive, s, 1.0)
-    return np.where(positive, ge * centered / scale, 0.0)
+    return np.where(positive, ge * centered / (dof * np.where(positive, s, 1.0)), 0.0)
+
+
+_var, _var_vjp = _moment("var", np.var, _var_cotangent)
+_std, _std_vjp = _moment("std", np.std, _std_cotangent)
 
 
 def _moment_cases() -> tuple[Case, ...]:

@@ -36,7 +36,7 @@ from funcdiff.rules.linalg import (
     _solve_triangular,
     _sym,
     _value,
-    _wrap_kwargs_dispatch,
+    scipy_forward,
     solve_triangular,
 )
 
@@ -112,11 +112,7 @@ register(
 )
 
 
-def _cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
-    return scipy.linalg.cho_factor(a, lower=lower, check_finite=check_finite)
-
-
-cho_factor = _wrap_kwargs_dispatch(_cho_factor)
+_cho_factor, cho_factor = scipy_forward(scipy.linalg.cho_factor)
 
 
 def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
@@ -150,11 +146,7 @@ register(
 )
 
 
-def _cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
-    return scipy.linalg.cho_solve(c_and_lower, b, check_finite=check_finite)
-
-
-cho_solve = _wrap_kwargs_dispatch(_cho_solve)
+_cho_solve, cho_solve = scipy_forward(scipy.linalg.cho_solve)
 
 
 def _cho_solve_vjp_all(needs, g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
@@ -201,11 +193,7 @@ register(
 )
 
 
-def _expm(a):
-    return scipy.linalg.expm(a)
-
-
-expm = _wrap_kwargs_dispatch(_expm)
+_expm, expm = scipy_forward(scipy.linalg.expm)
 
 
 def _block_upper(diag, corner):
@@ -281,22 +269,7 @@ def _project_structure(ga, n: int, assume_a, lower: bool):
     return ga * _tri_mask(n, assume_a == "lower triangular")
 
 
-def _scipy_solve(
-    a,
-    b,
-    lower=False,
-    overwrite_a=False,
-    overwrite_b=False,
-    check_finite=True,
-    assume_a=None,
-    transposed=False,
-):
-    return scipy.linalg.solve(
-        a, b, lower=lower, check_finite=check_finite, assume_a=assume_a, transposed=transposed
-    )
-
-
-scipy_solve = _wrap_kwargs_dispatch(_scipy_solve)
+_scipy_solve, scipy_solve = scipy_forward(scipy.linalg.solve)
 
 
 def _scipy_solve_vjp_all(
@@ -361,11 +334,7 @@ register(
 )
 
 
-def _scipy_inv(a, overwrite_a=False, check_finite=True, **structure):
-    return scipy.linalg.inv(a, check_finite=check_finite, **structure)
-
-
-scipy_inv = _wrap_kwargs_dispatch(_scipy_inv)
+_scipy_inv, scipy_inv = scipy_forward(scipy.linalg.inv)
 
 
 def _scipy_inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
@@ -391,11 +360,7 @@ register(
 )
 
 
-def _scipy_det(a, overwrite_a=False, check_finite=True):
-    return scipy.linalg.det(a, check_finite=check_finite)
-
-
-scipy_det = _wrap_kwargs_dispatch(_scipy_det)
+_scipy_det, scipy_det = scipy_forward(scipy.linalg.det)
 register(
     Rule(
         "scipy.linalg.det",
