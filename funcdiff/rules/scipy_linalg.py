@@ -12,11 +12,10 @@ Examples
 --------
 >>> import numpy as np
 >>> import funcdiff as fd
->>> from funcdiff.linalg import solve_triangular
->>> a = fd.tensor([[2.0, 0.0], [1.0, 4.0]], requires_grad=True)
->>> x = solve_triangular(a, np.array([2.0, 6.0]), lower=True)
->>> x
-tensor([1.  , 1.25], grad_fn=<ScipyLinalgSolveTriangularBackward>)
+>>> from funcdiff.linalg import cho_factor, cho_solve
+>>> a = fd.tensor([[4.0, 2.0], [2.0, 3.0]], requires_grad=True)
+>>> cho_solve(cho_factor(a), np.array([1.0, 2.0]))
+tensor([-0.125,  0.75 ], grad_fn=<ScipyLinalgChoSolveBackward>)
 """
 
 from __future__ import annotations
