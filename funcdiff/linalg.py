@@ -46,7 +46,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from funcdiff._tensor import Tensor
-from funcdiff.rules import linalg as _rules
+from funcdiff.rules import scipy_linalg as _rules
 
 __all__ = ["expm", "solve_triangular", "cho_factor", "cho_solve", "solve", "inv", "det"]
 

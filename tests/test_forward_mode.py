@@ -159,3 +159,116 @@ def test_hvp_forward_over_reverse_equals_the_hessian_times_v() -> None:
         ]
     )
     np.testing.assert_allclose(third.numpy(), fdiff, rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------- diagonal rules
+def _count_transposes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count transposed-vjp calls, wherever a module holds ``transpose_vjp``."""
+    import sys
+
+    from funcdiff.autograd import forward
+
+    original = forward.transpose_vjp
+    calls = [0]
+
+    def counting(*args, **kwargs):
+        calls[0] += 1
+        return original(*args, **kwargs)
+
+    for name, module in list(sys.modules.items()):
+        if name.startswith("funcdiff") and getattr(module, "transpose_vjp", None) is original:
+            monkeypatch.setattr(module, "transpose_vjp", counting)
+    return calls
+
+
+def test_jvp_of_erf_takes_the_diagonal_fast_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    import scipy.special
+
+    calls = _count_transposes(monkeypatch)
+    x0, v0 = RNG.normal(size=(3, 4)), RNG.normal(size=(3, 4))
+    out, t = jvp(scipy.special.erf, fd.tensor(x0), fd.tensor(v0))
+    assert calls[0] == 0
+    np.testing.assert_allclose(out.numpy(), scipy.special.erf(x0), rtol=1e-15)
+    np.testing.assert_allclose(t.numpy(), 2 / np.sqrt(np.pi) * np.exp(-(x0**2)) * v0, rtol=1e-13)
+
+
+def _diagonal_cases() -> list:
+    from funcdiff.rules import Arg, all_rules
+
+    def differentiated(spec) -> bool:
+        items = spec if isinstance(spec, list) else [spec]
+        return any(isinstance(s, Arg) and s.diff and s.kind not in ("int", "bool") for s in items)
+
+    return [
+        pytest.param(rule, i, case, id=f"{rule.name}-{i}")
+        for rule in all_rules()
+        if rule.diagonal and rule.differentiable
+        for i, case in enumerate(rule.cases)
+        if any(differentiated(s) for s in (*case.args, *case.kwargs.values()))
+    ]
+
+
+@pytest.mark.parametrize("rule, index, case", _diagonal_cases())
+def test_diagonal_rules_tangent_maps_equal_the_reverse_mode_jvp(
+    rule, index, case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rule declared ``diagonal=True`` pushes tangents through its vjps; they must give
+    the reverse-mode product ``J v = d/du <J^T u, v>`` (double backward), batched too."""
+    from funcdiff import _ops
+    from funcdiff.testing import materialize_case
+
+    rng = np.random.default_rng(index + 101)
+    args, slots, kwargs = materialize_case(case, rng)
+
+    def f(*values):
+        call_args = [list(a) if isinstance(a, list) else a for a in args]
+        call_kwargs = dict(kwargs)
+        for (i, j, _), v in zip(slots, values):
+            if isinstance(i, str):
+                call_kwargs[i] = v
+            elif j is None:
+                call_args[i] = v
+            else:
+                call_args[i][j] = v
+        result = _ops.call(rule, tuple(call_args), call_kwargs)
+        if case.output is not None:
+            result = case.output(result)
+        items = result if isinstance(result, (tuple, list)) else (result,)
+        return [o for o in items if isinstance(o, fd.Tensor) and o.requires_grad]
+
+    x0 = [np.asarray(v, dtype=float) for _, _, v in slots]
+    batch = [rng.standard_normal((2,) + x.shape) for x in x0]
+
+    # Reverse mode: J v as the derivative of the vjp with respect to its cotangent.
+    expected = []
+    for row in range(2):
+        xs = [fd.tensor(x, requires_grad=True) for x in x0]
+        outs = f(*xs)
+        us = [fd.tensor(np.zeros(o.shape), requires_grad=True) for o in outs]
+        gs = fd.grad(outs, xs, us, create_graph=True, allow_unused=True, materialize_grads=True)
+        dirs = [fd.tensor(b[row]) for b in batch]
+        live = [(g, d) for g, d in zip(gs, dirs) if g.requires_grad]
+        jv = fd.grad(
+            [g for g, _ in live],
+            us,
+            [d for _, d in live],
+            allow_unused=True,
+            materialize_grads=True,
+        )
+        expected.append([np.asarray(t.data) for t in jv])
+
+    calls = _count_transposes(monkeypatch)
+    xs = [fd.tensor(x, requires_grad=True) for x in x0]
+    outs = f(*xs)
+    single = isinstance(rule.fn, np.ufunc) and rule.fn.nout == 1
+    for batched in (False, True):
+        seeds = {x._gradient_edge(): (b if batched else b[0]) for x, b in zip(xs, batch)}
+        pushed = push_forward(outs, seeds, create_graph=False, batched=batched)
+        for k, (o, t) in enumerate(zip(outs, pushed)):
+            for row in range(2 if batched else 1):
+                got = np.zeros(o.shape) if t is None else (t[row] if batched else t)
+                np.testing.assert_allclose(
+                    got, expected[row][k], rtol=1e-9, atol=1e-12, err_msg=f"batched={batched}"
+                )
+    if single:  # a one-output ufunc never needs the transposed vjp
+        assert calls[0] == 0

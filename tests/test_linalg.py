@@ -15,7 +15,7 @@ import scipy.linalg
 import funcdiff as fd
 from funcdiff import linalg as fdl
 from funcdiff.rules import Arg, Case, Rule
-from funcdiff.rules import linalg as rules
+from funcdiff.rules import scipy_linalg as rules
 from funcdiff.testing import check_rule_case
 
 
@@ -597,3 +597,52 @@ def test_out_arguments_are_refused_on_tensors():
         np.einsum("ij->i", a, out=np.zeros(2))
     with pytest.raises(TypeError, match="out="):
         np.dot(a, a, out=np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("by_keyword", [False, True])
+def test_scipy_wrappers_never_overwrite_a_tensors_data(by_keyword: bool) -> None:
+    """overwrite_a/overwrite_b=True would let LAPACK write into a Tensor's buffer (Fortran
+    order, float64): the wrappers pass them on as False, so the data and the value stay
+    those of the copy-taking SciPy call."""
+    rng = np.random.default_rng(3)
+    a0 = np.asfortranarray(spd(rng, (3, 3)))
+    b0 = np.asfortranarray(rng.normal(size=(3, 2)))
+    flag_a = {"overwrite_a": True} if by_keyword else {}
+    flag_b = {"overwrite_b": True} if by_keyword else {}
+    calls = {
+        "solve": lambda a, b: (
+            fdl.solve(a, b, **flag_a, **flag_b)
+            if by_keyword
+            else fdl.solve(a, b, False, True, True)
+        ),
+        "inv": lambda a, b: fdl.inv(a, **flag_a) if by_keyword else fdl.inv(a, True),
+        "det": lambda a, b: fdl.det(a, **flag_a) if by_keyword else fdl.det(a, True),
+        "cho_factor": lambda a, b: (
+            fdl.cho_factor(a, **flag_a) if by_keyword else fdl.cho_factor(a, False, True)
+        )[0],
+        "cho_solve": lambda a, b: (
+            fdl.cho_solve((a, False), b, **flag_b)
+            if by_keyword
+            else fdl.cho_solve((a, False), b, True)
+        ),
+        "solve_triangular": lambda a, b: (
+            fdl.solve_triangular(a, b, **flag_b)
+            if by_keyword
+            else fdl.solve_triangular(a, b, 0, False, False, True)
+        ),
+    }
+    references = {
+        "solve": lambda: scipy.linalg.solve(a0, b0),
+        "inv": lambda: scipy.linalg.inv(a0),
+        "det": lambda: scipy.linalg.det(a0),
+        "cho_factor": lambda: scipy.linalg.cho_factor(a0)[0],
+        "cho_solve": lambda: scipy.linalg.cho_solve((a0, False), b0),
+        "solve_triangular": lambda: scipy.linalg.solve_triangular(a0, b0),
+    }
+    for name, call in calls.items():
+        a = fd.tensor(a0.copy(order="F"), requires_grad=True)
+        b = fd.tensor(b0.copy(order="F"), requires_grad=True)
+        value = call(a, b)
+        np.testing.assert_array_equal(a.data, a0, err_msg=name)
+        np.testing.assert_array_equal(b.data, b0, err_msg=name)
+        np.testing.assert_allclose(value.data, references[name](), rtol=1e-12, err_msg=name)

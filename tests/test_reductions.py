@@ -131,7 +131,7 @@ def test_cumsum_gradient_along_a_negative_axis() -> None:
 
 
 def test_linear_recurrence_against_a_plain_loop() -> None:
-    from funcdiff.rules.reductions import linear_recurrence
+    from funcdiff.rules.scans import linear_recurrence
 
     a = np.array([7.0, 0.0, 2.0, -1.0, 0.5])
     b = np.array([1.0, 2.0, 0.0, 3.0, -1.0])

@@ -2,10 +2,15 @@
 
 from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     constants,
+    contractions,
     elementwise,
     indexing,
     linalg,
+    norms,
+    rearrange,
     reductions,
+    scans,
+    scipy_linalg,
     shape,
     special,
 )

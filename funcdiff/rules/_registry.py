@@ -190,8 +190,8 @@ class Rule:
         ``batch + arg.shape`` (``batch_ndim(t, arg)`` tells); the result may broadcast
         to ``batch + ans.shape``. A jvp may return NotImplemented for cases it does not
         handle. Optional: forward mode transposes the vjp wherever there is no jvp.
-        Elementwise rules need none: their Jacobians are diagonal, so each vjp is also
-        the argument's tangent map. A jvp must read no argument that the vjp of the
+        Rules with ``diagonal=True`` need none: each of their vjps is also the
+        argument's tangent map. A jvp must read no argument that the vjp of the
         same argument does not read (version checks follow the vjps).
     vjp_all : callable, optional
         Instead of ``vjps``: ``vjp_all(needs, g, ans, *args, **kwargs)`` returning one
@@ -219,6 +219,11 @@ class Rule:
         True when, beyond shapes, the vjps look at the memory layout of the arguments
         (``reshape(order="A")``). A rule that uses neither values nor layout keeps
         stand-ins of large arguments, not the arrays (``shapes_only``).
+    diagonal : bool
+        True when the Jacobian with respect to each argument is diagonal after
+        broadcasting (elementwise functions, ``scipy.special`` ufuncs): each vjp is then
+        also the argument's tangent map, and forward mode applies it directly instead
+        of transposing the vjp. A wrong True gives wrong forward-mode derivatives.
     """
 
     name: str
@@ -234,6 +239,7 @@ class Rule:
     uses_values: bool = True
     uses_layout: bool = False
     family: str = ""
+    diagonal: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_reads", None)
@@ -309,12 +315,12 @@ class Rule:
         missing: forward mode transposes the vjps then), and whether a batch of tangents
         must be aligned with the output's axes first (``pad``).
 
-        An elementwise Jacobian is diagonal (after broadcasting), so its vjps are also its
+        A diagonal Jacobian (after broadcasting, ``diagonal=True``) makes the vjps also the
         tangent maps, once a batch is aligned as broadcasting aligns the arguments.
         """
         cached = self._tangent_cache.get(keys)
         if cached is None:
-            pad = self.family == "elementwise"
+            pad = self.diagonal
             maps = self.vjps if pad else self.jvps
             found = tuple(maps[k] for k in keys) if all(k in maps for k in keys) else None
             cached = self._tangent_cache[keys] = (found, pad)

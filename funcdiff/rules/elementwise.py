@@ -63,6 +63,7 @@ def unary(
         cases=unary_cases(low, high) + tuple(cases),
         convention=convention,
         family="elementwise",
+        diagonal=True,
     )
     return register(rule)
 
@@ -81,6 +82,7 @@ def binary(
         cases=binary_cases() if cases is None else cases,
         convention=convention,
         family="elementwise",
+        diagonal=True,
     )
     return register(rule)
 
@@ -139,6 +141,7 @@ register(
         cases=binary_cases(0.1, 0.9, 1.5, 2.5),
         convention="piecewise constant: zero gradient everywhere",
         family="elementwise",
+        diagonal=True,
     )
 )
 # Quotients away from integers (the jumps), with non-zero floor/trunc quotients and
@@ -177,6 +180,7 @@ register(
         cases=_mod_cases,
         convention="the quotient is piecewise constant; the remainder as numpy.remainder",
         family="elementwise",
+        diagonal=True,
     )
 )
 
@@ -384,6 +388,7 @@ register(
         ),
         convention="sinc'(0) = 0, and every higher derivative at 0 exact",
         family="elementwise",
+        diagonal=True,
     ),
     np.sinc,
 )
@@ -453,6 +458,7 @@ register(
         convention="zero gradient for x (piecewise constant); the second argument, the "
         "value at x = 0, gets the gradient where x == 0",
         family="elementwise",
+        diagonal=True,
     )
 )
 
@@ -469,6 +475,7 @@ register(
         ),
         convention="d frac/dx = 1 and d int/dx = 0 (the integral part is piecewise constant)",
         family="elementwise",
+        diagonal=True,
     )
 )
 register(
@@ -483,6 +490,7 @@ register(
         ),
         convention="d mantissa/dx = 2**-exponent (piecewise); the integer exponent has none",
         family="elementwise",
+        diagonal=True,
     )
 )
 
@@ -495,6 +503,7 @@ register(
         cases=(Case((Arg((2, 3)),)), Case((Arg(()),))),
         convention="identity on real Tensors (Tensors are always real)",
         family="elementwise",
+        diagonal=True,
     ),
     np.real,
 )
@@ -525,6 +534,7 @@ register(
         cases=(Case((Arg((2, 3)),)), Case((Arg(()),), {"nan": 1.0, "posinf": 5.0})),
         convention="the gradient passes where x is finite and is 0 where a value was replaced",
         family="elementwise",
+        diagonal=True,
     ),
     np.nan_to_num,
 )
@@ -570,3 +580,80 @@ for _fn in (
     np.angle,
 ):
     constant(_fn)
+
+
+# ---------------------------------------------------------------- clip
+def _clip_bounds(a_min, a_max, min, max):  # noqa: A002
+    if min is not None:
+        if a_min is not None:
+            raise TypeError("numpy.clip: pass only one of a_min= and min=")
+        a_min = min
+    if max is not None:
+        if a_max is not None:
+            raise TypeError("numpy.clip: pass only one of a_max= and max=")
+        a_max = max
+    return a_min, a_max
+
+
+def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
+    if out is not None:
+        raise TypeError(
+            "numpy.clip on Tensors does not support out=; use the returned Tensor instead"
+        )
+    lo, hi = _clip_bounds(a_min, a_max, min, max)
+    return np.clip(a, lo, hi)
+
+
+def _clip_sources(a, lo, hi):
+    """Constant masks (from_a, from_lo, from_hi): where the result comes from.
+
+    NumPy computes ``minimum(maximum(a, lo), hi)``, so ``hi`` wins whenever
+    ``max(a, lo) >= hi`` and ``lo`` wins where ``a <= lo``; ties go to the bound.
+    """
+    false = np.zeros(np.shape(a), dtype=bool)
+    from_hi = false if hi is None else (a >= hi) | (False if lo is None else lo >= hi)
+    from_lo = false if lo is None else (a <= lo) & ~from_hi
+    return ~(from_hi | from_lo), from_lo, from_hi
+
+
+def _clip_vjp(which: int):
+    def vjp(g, ans, a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
+        lo, hi = _clip_bounds(a_min, a_max, min, max)
+        return np.where(_clip_sources(a, lo, hi)[which], g, 0.0)
+
+    return vjp
+
+
+register(
+    Rule(
+        "clip",
+        _clip,
+        vjps={
+            0: _clip_vjp(0),
+            1: _clip_vjp(1),
+            2: _clip_vjp(2),
+            "a_min": _clip_vjp(1),
+            "a_max": _clip_vjp(2),
+            "min": _clip_vjp(1),
+            "max": _clip_vjp(2),
+        },
+        cases=(
+            Case((Arg((3, 4)), -1.0, 1.0)),
+            Case((Arg((3, 4)), None, 0.5)),
+            Case((Arg((3, 4)), -0.5, None)),
+            Case((Arg((3, 4)), Arg((3, 1), -1.5, -0.5), Arg((4,), 0.5, 1.5))),
+            Case((Arg((3, 4)),), {"min": Arg((), -1.0, -0.5), "max": Arg((), 0.5, 1.0)}),
+            Case((Arg((5,)), 1.0, Arg((5,), -0.5, 0.5))),
+            Case((Arg(()), -1.0, 1.0)),
+            Case((Arg((0, 2)), -1.0, 1.0)),
+        ),
+        convention=(
+            "the gradient to x is 0 at and beyond the bounds; a bound gets the gradient "
+            "where it is active (the result equals it, ties included); with a_min > a_max "
+            "the result, and the gradient, go to a_max, as in NumPy"
+        ),
+        family="shape",
+        diagonal=True,
+    ),
+    np.clip,
+)

@@ -45,6 +45,7 @@ def _unary(ufunc, vjp, low=-2.0, high=2.0, convention="", cases=(), name=None) -
             cases=unary_cases(low, high) + tuple(cases),
             convention=convention,
             family="special",
+            diagonal=True,
         ),
         ufunc,
     )
@@ -60,6 +61,7 @@ def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None) -> Rule:
             cases=tuple(cases),
             convention=convention,
             family="special",
+            diagonal=True,
         ),
         ufunc,
     )
@@ -178,6 +180,7 @@ register(
         ),
         convention="n is an integer order (a constant)",
         family="special",
+        diagonal=True,
     ),
     polygamma,
     sp.polygamma,
@@ -200,6 +203,7 @@ register(
         cases=(Case((Arg((3,), 2.0, 4.0), 3)), Case((Arg((), 1.5, 3.0), 2))),
         convention="d is an integer dimension (a constant)",
         family="special",
+        diagonal=True,
     ),
     multigammaln,
     sp.multigammaln,
@@ -444,6 +448,7 @@ register(
         vjps={0: lambda g, ans, x: g * sp.i1(x)},
         cases=unary_cases(-3.0, 3.0)[:2],
         family="special",
+        diagonal=True,
     ),
     np.i0,
 )

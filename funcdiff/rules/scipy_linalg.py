@@ -1,0 +1,374 @@
+"""``scipy.linalg`` rules: ``solve_triangular``, ``cho_factor``, ``cho_solve``, ``expm``,
+``solve``, ``inv`` and ``det``.
+
+SciPy's Python functions do not dispatch to Tensors: each rule's forward has a wrapper
+that does (the public faces are in :mod:`funcdiff.linalg`). The wrappers never pass
+``overwrite_a``/``overwrite_b`` on (a Tensor's data must not change behind the recorded
+graph). The vjps reuse the ``numpy.linalg`` ones (``inv``, ``det``, ``cholesky``), and
+``scipy.linalg.solve`` with ``assume_a`` keeps the gradient on the entries the structured
+solver reads.
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> from funcdiff.linalg import cho_factor, cho_solve
+>>> a = fd.tensor([[4.0, 2.0], [2.0, 3.0]], requires_grad=True)
+>>> cho_solve(cho_factor(a), np.array([1.0, 2.0]))
+tensor([-0.125,  0.75 ], grad_fn=<ScipyLinalgChoSolveBackward>)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from funcdiff.rules._registry import Arg, Case, Rule, register
+from funcdiff.rules.contractions import _mT
+from funcdiff.rules.linalg import (
+    _SYM_NOTE,
+    _SYMMETRIC,
+    _cholesky_core_vjp,
+    _det_gradient,
+    _inv_vjp,
+    _solve_many,
+    _solve_triangular,
+    _sym,
+    _value,
+    scipy_forward,
+    solve_triangular,
+)
+
+
+def _tri_mask(n: int, lower: bool, k: int = 0) -> np.ndarray:
+    ones = np.ones((n, n))
+    return np.tril(ones, k) if lower else np.triu(ones, -k)
+
+
+# ----------------------------------------------------------------------------- scipy.linalg
+def _trans_code(trans) -> int:
+    codes = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1, "n": 0, "t": 1, "c": 1}
+    try:
+        return codes[trans]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got {trans!r}"
+        ) from None
+
+
+def _solve_triangular_vjp_all(
+    needs,
+    g,
+    ans,
+    a,
+    b,
+    trans=0,
+    lower=False,
+    unit_diagonal=False,
+    overwrite_b=False,
+    check_finite=True,
+):
+    t = _trans_code(trans)
+    vector = np.ndim(b) == 1
+
+    def solver(aa, rhs):
+        return solve_triangular(aa, rhs, trans=1 - t, lower=lower, unit_diagonal=unit_diagonal)
+
+    gb = _solve_many(solver, a, g, vector)
+    ga = None
+    if needs[0]:
+        if vector:
+            first, second = (gb, ans) if t == 0 else (ans, gb)
+            full = np.expand_dims(first, -1) * np.expand_dims(second, -2)
+        else:
+            full = np.matmul(gb, _mT(ans)) if t == 0 else np.matmul(ans, _mT(gb))
+        n = np.shape(a)[-1]
+        # Only the triangle that is read (without its diagonal if unit) has a gradient.
+        ga = -(full * _tri_mask(n, lower, -1 if unit_diagonal else 0))
+    return [ga, gb if needs[1] else None]
+
+
+register(
+    Rule(
+        "scipy.linalg.solve_triangular",
+        _solve_triangular,
+        vjp_all=_solve_triangular_vjp_all,
+        cases=(
+            Case((Arg((3, 3), kind="wellcond"), Arg((3,))), {"lower": True}),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3, 2)))),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3, 2))), {"trans": "T", "lower": True}),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3,))), {"trans": 1}),
+            Case((Arg((3, 3)), Arg((3, 2))), {"unit_diagonal": True, "lower": True}),
+            Case((Arg((2, 3, 3), kind="wellcond"), Arg((2, 3, 2))), {"lower": True}),
+            Case((Arg((2, 3, 3), kind="wellcond"), Arg((3,)))),
+        ),
+        convention="the gradient of a lives on the triangle that is read (without the "
+        "diagonal when unit_diagonal=True): the other entries are ignored by the solver",
+        family="linalg",
+    ),
+    scipy.linalg.solve_triangular,
+    solve_triangular,
+)
+
+
+_cho_factor, cho_factor = scipy_forward(scipy.linalg.cho_factor)
+
+
+def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
+    c, gc = ans[0], g[0]
+    n = np.shape(a)[-1]
+    mask = _tri_mask(n, bool(lower))
+    factor = c * mask
+    gfactor = gc * mask
+    if lower:
+        ga = _cholesky_core_vjp(factor, gfactor)
+    else:
+        ga = _cholesky_core_vjp(_mT(factor), _mT(gfactor))
+    # SciPy leaves the other triangle of ``a`` in place: its cotangent passes through.
+    return ga + gc * (1.0 - mask)
+
+
+register(
+    Rule(
+        "scipy.linalg.cho_factor",
+        _cho_factor,
+        vjps={0: _cho_factor_vjp},
+        cases=(
+            Case((Arg((1, 1), kind="spd"),), note=_SYM_NOTE),
+            Case((Arg((1, 1), kind="spd"),), {"lower": True}, note=_SYM_NOTE),
+        ),
+        convention=_SYMMETRIC + "; the triangle not read passes its cotangent through",
+        family="linalg",
+    ),
+    scipy.linalg.cho_factor,
+    cho_factor,
+)
+
+
+_cho_solve, cho_solve = scipy_forward(scipy.linalg.cho_solve)
+
+
+def _cho_solve_vjp_all(needs, g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
+    c, lower_flag = c_and_lower
+    lower = bool(np.asarray(_value(lower_flag)).ravel()[0])
+    vector = np.ndim(b) == 1
+
+    def solver(cc, rhs):
+        return cho_solve((cc, lower_flag), rhs)
+
+    gb = _solve_many(solver, c, g, vector)
+    gc = None
+    if needs[0]:
+        if vector:
+            outer = np.expand_dims(gb, -1) * np.expand_dims(ans, -2)
+        else:
+            outer = np.matmul(gb, _mT(ans))
+        s = -(outer + _mT(outer))
+        n = np.shape(c)[-1]
+        mask = _tri_mask(n, lower)
+        if lower:
+            gc = (np.matmul(s, c * mask)) * mask
+        else:
+            gc = (np.matmul(c * mask, s)) * mask
+        gc = (gc, None)
+    return [gc, gb if needs[1] else None]
+
+
+register(
+    Rule(
+        "scipy.linalg.cho_solve",
+        _cho_solve,
+        vjp_all=_cho_solve_vjp_all,
+        cases=(
+            Case(([Arg((3, 3), kind="wellcond"), False], Arg((3,)))),
+            Case(([Arg((3, 3), kind="wellcond"), True], Arg((3, 2)))),
+            Case(([Arg((2, 3, 3), kind="wellcond"), True], Arg((2, 3, 2)))),
+        ),
+        convention="the factor is read from one triangle of c; the gradient lives there",
+        family="linalg",
+    ),
+    scipy.linalg.cho_solve,
+    cho_solve,
+)
+
+
+_expm, expm = scipy_forward(scipy.linalg.expm)
+
+
+def _block_upper(diag, corner):
+    """``[[diag, corner], [0, diag]]`` built with einsum (recorded, stacks broadcast)."""
+    n = np.shape(diag)[-1]
+    on_diag = np.einsum("pq,...ij->...piqj", np.eye(2), diag)
+    off = np.einsum("pq,...ij->...piqj", np.array([[0.0, 1.0], [0.0, 0.0]]), corner)
+    block = on_diag + off
+    return np.reshape(block, tuple(np.shape(block)[:-4]) + (2 * n, 2 * n))
+
+
+def _expm_vjp(g, ans, a):
+    # The adjoint of the Frechet derivative L(A, .) is L(A^T, .), read off the corner of
+    # expm([[A^T, G], [0, A^T]]): expm again, so every order is available.
+    n = np.shape(a)[-1]
+    return expm(_block_upper(_mT(a), g))[..., :n, n:]
+
+
+register(
+    Rule(
+        "scipy.linalg.expm",
+        _expm,
+        vjps={0: _expm_vjp},
+        cases=(
+            Case((Arg((3, 3), -1.0, 1.0),)),
+            Case((Arg((2, 2, 2), -1.0, 1.0),)),
+            Case((Arg((1, 1)),)),
+        ),
+        convention="the adjoint Frechet derivative through the block-matrix identity",
+        family="linalg",
+    ),
+    scipy.linalg.expm,
+    expm,
+)
+
+
+_GENERAL = (None, "gen", "general", "banded")
+_SYMMETRIC_KINDS = ("sym", "symmetric", "her", "hermitian", "pos", "positive definite")
+_KNOWN_STRUCTURES = (
+    _GENERAL
+    + _SYMMETRIC_KINDS
+    + (
+        "diagonal",
+        "tridiagonal",
+        "upper triangular",
+        "lower triangular",
+    )
+)
+
+
+def _check_structure(assume_a) -> None:
+    if assume_a not in _KNOWN_STRUCTURES:
+        raise NotImplementedError(
+            f"funcdiff has no derivative for scipy.linalg with assume_a={assume_a!r}; "
+            f"supported: {', '.join(repr(k) for k in _KNOWN_STRUCTURES)}"
+        )
+
+
+def _project_structure(ga, n: int, assume_a, lower: bool):
+    """Restrict a full-matrix cotangent to the entries the structured solver reads.
+
+    ``None`` (structure detected from the values) and ``"banded"`` (band detected from the
+    non-zeros) compute ``inv(A) b`` for every ``A``, so the full gradient is right there.
+    """
+    if assume_a in _GENERAL:
+        return ga
+    if assume_a in _SYMMETRIC_KINDS:
+        return _sym(ga)
+    if assume_a == "diagonal":
+        return ga * np.eye(n)
+    if assume_a == "tridiagonal":
+        return ga * (np.tri(n, n, 1) * np.tri(n, n, 1).T)
+    return ga * _tri_mask(n, assume_a == "lower triangular")
+
+
+_scipy_solve, scipy_solve = scipy_forward(scipy.linalg.solve)
+
+
+def _scipy_solve_vjp_all(
+    needs,
+    g,
+    ans,
+    a,
+    b,
+    lower=False,
+    overwrite_a=False,
+    overwrite_b=False,
+    check_finite=True,
+    assume_a=None,
+    transposed=False,
+):
+    _check_structure(assume_a)
+    vector = np.ndim(b) == 1
+    symmetric = assume_a in _SYMMETRIC_KINDS
+
+    def solver(aa, rhs):
+        return scipy_solve(
+            aa,
+            rhs,
+            lower=lower,
+            assume_a=assume_a,
+            transposed=transposed if symmetric else not transposed,
+        )
+
+    gb = _solve_many(solver, a, g, vector)
+    ga = None
+    if needs[0]:
+        first, second = (ans, gb) if transposed else (gb, ans)
+        if vector:
+            full = np.expand_dims(first, -1) * np.expand_dims(second, -2)
+        else:
+            full = np.matmul(first, _mT(second))
+        ga = -_project_structure(full, np.shape(a)[-1], assume_a, lower)
+    return [ga, gb if needs[1] else None]
+
+
+register(
+    Rule(
+        "scipy.linalg.solve",
+        _scipy_solve,
+        vjp_all=_scipy_solve_vjp_all,
+        cases=(
+            Case((Arg((3, 3), kind="wellcond"), Arg((3,)))),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3, 2))), {"transposed": True}),
+            Case((Arg((2, 3, 3), kind="wellcond"), Arg((2, 3, 2))), {"assume_a": "gen"}),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3,))), {"assume_a": "diagonal"}),
+            Case((Arg((4, 4), kind="wellcond"), Arg((4, 2))), {"assume_a": "tridiagonal"}),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3,))), {"assume_a": "upper triangular"}),
+            Case((Arg((3, 3), kind="wellcond"), Arg((3, 2))), {"assume_a": "lower triangular"}),
+            Case((Arg((1, 1), kind="spd"), Arg((1, 2))), {"assume_a": "pos"}, note=_SYM_NOTE),
+        ),
+        convention="assume_a: the gradient lives on the entries the solver reads "
+        "(diagonal, band, triangle); 'sym'/'her'/'pos' use the " + _SYMMETRIC,
+        family="linalg",
+    ),
+    scipy.linalg.solve,
+    scipy_solve,
+)
+
+
+_scipy_inv, scipy_inv = scipy_forward(scipy.linalg.inv)
+
+
+def _scipy_inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    _check_structure(assume_a)
+    return _project_structure(_inv_vjp(g, ans, a), np.shape(a)[-1], assume_a, lower)
+
+
+register(
+    Rule(
+        "scipy.linalg.inv",
+        _scipy_inv,
+        vjps={0: _scipy_inv_vjp},
+        cases=(
+            Case((Arg((3, 3), kind="wellcond"),)),
+            Case((Arg((2, 3, 3), kind="wellcond"),)),
+            Case((Arg((3, 3), kind="wellcond"),), {"assume_a": "upper triangular"}),
+        ),
+        convention="as scipy.linalg.solve for assume_a",
+        family="linalg",
+    ),
+    scipy.linalg.inv,
+    scipy_inv,
+)
+
+
+_scipy_det, scipy_det = scipy_forward(scipy.linalg.det)
+register(
+    Rule(
+        "scipy.linalg.det",
+        _scipy_det,
+        vjps={0: lambda g, ans, a, overwrite_a=False, check_finite=True: _det_gradient(a, g * ans)},
+        cases=(Case((Arg((3, 3), kind="wellcond"),)), Case((Arg((2, 2, 2)),))),
+        convention="gradient det(A) A^-T; a singular A raises LinAlgError",
+        family="linalg",
+    ),
+    scipy.linalg.det,
+    scipy_det,
+)
