@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from funcdiff.rules import linalg  # noqa: F401  (registers numpy.linalg.svd's rule, read below)
 from funcdiff.rules._registry import (
     FUNCTION_RULES,
     Arg,
