@@ -72,6 +72,23 @@ def _convert(el: Any) -> Tensor | None:
     return None
 
 
+def _refuse_complex(el: Any, arg_name: str, fn_name: str, index: int | None) -> None:
+    """Raise TypeError for a complex ``el``: say that complex numbers are the problem,
+    rather than that its type is not a Tensor (an ndarray of complex dtype is one)."""
+    if isinstance(el, (complex, np.complexfloating)):
+        dtype = np.asarray(el).dtype
+    elif isinstance(el, np.ndarray) and el.dtype.kind == "c":
+        dtype = el.dtype
+    else:
+        return
+    at = "" if index is None else f"value at index {index}, "
+    raise TypeError(
+        f"{fn_name} got a complex value in its {arg_name} argument ({at}dtype {dtype}): funcdiff "
+        "differentiates real floating-point inputs only; split a complex value z into its "
+        "real and imaginary parts (z.real, z.imag) and pass them as two real inputs."
+    )
+
+
 def _as_tuple(
     inp: Any, arg_name: str, fn_name: str, *, convert: bool = False, differentiable: bool = False
 ) -> tuple[bool, tuple[Tensor, ...]]:
@@ -87,6 +104,8 @@ def _as_tuple(
         t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
         if t is None or (differentiable and t.dtype.kind != "f"):
             where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
+        if t is None and convert:
+            _refuse_complex(el, arg_name, fn_name, i if is_tuple else None)
         if t is None:
             msg = (
                 f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "

@@ -1290,9 +1290,7 @@ def test_numpy_and_scalar_inputs() -> None:
     np.testing.assert_array_equal(a, [1.0, 2.0])
 
 
-@pytest.mark.parametrize(
-    "bad", [[1.0, 2.0], "x", None, True, 1 + 2j, np.array([1 + 1j]), np.array([True])]
-)
+@pytest.mark.parametrize("bad", [[1.0, 2.0], "x", None, True, np.array([True])])
 def test_rejected_input_types(bad) -> None:
     with pytest.raises(TypeError, match="The inputs given to jacobian must be either a Tensor"):
         jacobian(lambda x: x * 2.0, bad)
