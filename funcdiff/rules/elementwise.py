@@ -101,6 +101,35 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating))
 
 
+def _nonzero(d) -> bool:
+    """Whether ``d`` certainly holds no zero: an ndarray or number without one.
+
+    One reduction; entering ``np.errstate`` costs several small-array ufunc calls, so
+    the rules below enter it only where ``d`` holds a zero, or is a Tensor (under
+    ``create_graph``, where recording costs more than the context).
+    """
+    if type(d) is np.ndarray:
+        return bool(d.all())
+    return _is_number(d) and d != 0
+
+
+def _over(n, d):
+    """``n / d``; where ``d`` is 0 the quotient is the derivative's value there (inf,
+    or NaN for 0/0), computed without NumPy's divide-by-zero RuntimeWarning."""
+    if _nonzero(d):
+        return n / d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return n / d
+
+
+def _power(x, e):
+    """``np.power(x, e)``, without a RuntimeWarning where ``x`` is 0 and ``e < 0``."""
+    if (_is_number(e) and e >= 0) or _nonzero(x):
+        return np.power(x, e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.power(x, e)
+
+
 def _zeros(g, ans, x, y):
     """Zero cotangent of a binary ufunc (named parameters: it reads neither argument)."""
     return np.zeros_like(g)
@@ -127,8 +156,8 @@ binary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
 binary(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
 binary(  # np.divide is np.true_divide
     np.true_divide,
-    lambda g, ans, x, y: g / y,
-    lambda g, ans, x, y: -g * x / (y * y),
+    lambda g, ans, x, y: _over(g, y),
+    lambda g, ans, x, y: _over(-g * x, y * y),
     cases=binary_cases(-2.0, 2.0, 0.5, 2.0),
 )
 register(
@@ -190,10 +219,10 @@ def _power_vjp_base(g, ans, x, y):
             return g
         if y == 2:  # the common square: two passes instead of three, at every order
             return 2.0 * (g * x)
-        return g * y * np.power(x, y - 1)
+        return g * y * _power(x, y - 1)
     # At x = 0, y = 0 the base 1 replaces 0 so that 0 * 0**-1 never becomes NaN.
     xs = np.where(np.logical_and(y == 0, x == 0), 1.0, x)
-    return g * y * np.power(xs, y - 1)
+    return g * y * _power(xs, y - 1)
 
 
 def _power_vjp_exponent(g, ans, x, y):
@@ -249,14 +278,14 @@ unary(np.square, lambda g, ans, x: 2.0 * g * x)
 unary(np.reciprocal, lambda g, ans, x: -g * ans * ans, low=0.5, high=2.0)
 unary(
     np.sqrt,
-    lambda g, ans, x: g / (2.0 * ans),
+    lambda g, ans, x: _over(g, 2.0 * ans),
     low=0.2,
     high=3.0,
     convention="infinite at 0, as the one-sided derivative",
 )
 unary(
     np.cbrt,
-    lambda g, ans, x: g / (3.0 * ans * ans),
+    lambda g, ans, x: _over(g, 3.0 * ans * ans),
     convention="infinite at 0",
     cases=(Case((Arg((2, 3), -3.0, -0.2),)),),
 )
@@ -300,8 +329,8 @@ binary(np.logaddexp2, *_logaddexp_vjp(np.exp2), convention=_logaddexp_convention
 unary(np.sin, lambda g, ans, x: g * np.cos(x))
 unary(np.cos, lambda g, ans, x: -g * np.sin(x))
 unary(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), low=-1.2, high=1.2)
-unary(np.arcsin, lambda g, ans, x: g / np.sqrt(1.0 - x * x), low=-0.9, high=0.9)
-unary(np.arccos, lambda g, ans, x: -g / np.sqrt(1.0 - x * x), low=-0.9, high=0.9)
+unary(np.arcsin, lambda g, ans, x: _over(g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9)
+unary(np.arccos, lambda g, ans, x: _over(-g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9)
 unary(np.arctan, lambda g, ans, x: g / (1.0 + x * x))
 
 
@@ -395,8 +424,8 @@ unary(np.cosh, lambda g, ans, x: g * np.sinh(x))
 # with a Python scalar, which costs a small-array ufunc call ~40% more.
 unary(np.tanh, lambda g, ans, x: g - g * ans * ans)
 unary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0))
-unary(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1.0), low=1.2, high=3.0)
-unary(np.arctanh, lambda g, ans, x: g / (1.0 - x * x), low=-0.9, high=0.9)
+unary(np.arccosh, lambda g, ans, x: _over(g, np.sqrt(x * x - 1.0)), low=1.2, high=3.0)
+unary(np.arctanh, lambda g, ans, x: _over(g, 1.0 - x * x), low=-0.9, high=0.9)
 
 # ---------------------------------------------------------------- max/min and friends
 _tie_convention = "ties split the gradient evenly between the two arguments"
