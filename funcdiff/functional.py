@@ -750,6 +750,16 @@ def _zeros(ref: Tensor, shape: tuple[int, ...]) -> Tensor:
     return np.zeros_like(ref, shape=shape)
 
 
+#: Rows per batched backward pass of the default (``vectorize=False``) Jacobian: each
+#: pass holds ``rows x`` the inputs' size per cotangent, this many elements at most.
+_DEFAULT_BATCH_ELEMENTS = 1 << 22
+
+
+def _default_chunk(inputs: Sequence[Tensor]) -> int:
+    """Rows per pass that bound a batch of input cotangents to 32 MiB of float64."""
+    return max(1, _DEFAULT_BATCH_ELEMENTS // max(1, sum(t.size for t in inputs)))
+
+
 def _jacobian_reverse(
     outputs: tuple[Tensor, ...],
     inputs: tuple[Tensor, ...],
@@ -759,6 +769,14 @@ def _jacobian_reverse(
     chunk_size: int | None,
 ) -> tuple[tuple[Tensor, ...], ...]:
     check = None
+    batched = vectorize
+    if not vectorize and not strict:
+        # The row loop's results, from batches of rows: a batched pass runs the same
+        # vjps on a leading axis of rows (a custom Function without batched_backward
+        # still sees one row at a time). Strict mode keeps the loop, whose checks
+        # see every row.
+        batched = True
+        chunk_size = chunk_size or _default_chunk(inputs)
     if strict and not vectorize:
 
         def check(i: int, j: int, row: Tensor | None) -> None:
@@ -777,7 +795,7 @@ def _jacobian_reverse(
         outputs,
         [o.shape for o in outputs],
         inputs,
-        batched=vectorize,
+        batched=batched,
         chunk_size=chunk_size,
         create_graph=create_graph,
         check=check,

@@ -406,7 +406,15 @@ def test_vectorized_jacobian_uses_one_batched_backward_pass(monkeypatch) -> None
     jacobian(f, x, vectorize=True, chunk_size=5)
     assert calls == [True, True, True]
     calls.clear()
+    # The default batches the row loop too (same rows, bounded memory); strict mode
+    # keeps one pass per row, so that its checks see every row.
     jacobian(f, x)
+    assert calls == [True]
+    calls.clear()
+    jacobian(f, x, chunk_size=5)
+    assert calls == [True, True, True]
+    calls.clear()
+    jacobian(f, x, strict=True)
     assert calls == [False] * 13
     calls.clear()
     real_push = F.push_forward
