@@ -880,16 +880,18 @@ def jacobian(
         returning a zero block. Not available with ``vectorize`` or forward mode.
     vectorize : bool
         Compute all rows (columns in forward mode) in one batched backward pass
-        (``is_grads_batched``) instead of one pass per row.
+        (``is_grads_batched``), whatever its memory. Without it, reverse mode also
+        batches the rows, as many per pass as keep a batch of input cotangents within
+        32 MiB, with the row loop's result; ``strict`` and forward mode go one row
+        (column) per pass.
     strategy : {"reverse-mode", "forward-mode"}
         Reverse mode pulls back one row per output element; forward mode pushes one
         column per input element through the recorded graph (tangents, as
         :func:`jvp` does), cheaper when there are more outputs than inputs. Forward mode does not
         support ``create_graph`` or ``strict``.
     chunk_size : int, optional
-        With ``vectorize``, pull back at most this many basis rows per backward pass
-        (bounding memory); the result is the same. The unvectorized path already does
-        one row per pass and ignores it.
+        Pull back at most this many basis rows per batched backward pass (bounding
+        memory); the result is the same. Ignored where the rows go one per pass.
 
     Returns
     -------
@@ -996,7 +998,8 @@ def hessian(
         Raise RuntimeError when the function or its gradient does not depend on an
         input (a linear function, for example), instead of returning zeros.
     vectorize : bool
-        Compute the outer Jacobian in one batched backward pass.
+        Compute the outer Jacobian in one batched backward pass (see :func:`jacobian`:
+        the default batches too, within a memory bound).
     outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
         Strategy of the outer Jacobian (see :func:`jacobian`).
     chunk_size : int, optional
