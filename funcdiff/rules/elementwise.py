@@ -101,15 +101,20 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating))
 
 
-def _nonzero(d) -> bool:
-    """Whether ``d`` certainly holds no zero: an ndarray or number without one.
+# Up to this size a count of zeros costs less than entering np.errstate (~5 us).
+_COUNT_MAX = 2048
+_count_nonzero = np.count_nonzero
 
-    One reduction; entering ``np.errstate`` costs several small-array ufunc calls, so
-    the rules below enter it only where ``d`` holds a zero, or is a Tensor (under
-    ``create_graph``, where recording costs more than the context).
+
+def _nonzero(d) -> bool:
+    """Whether ``d`` certainly holds no zero: a small ndarray or a number without one.
+
+    A large array or a Tensor (under ``create_graph``, where recording costs more than
+    the context) answers False: the caller then enters ``np.errstate``, whose fixed cost
+    is small beside the arithmetic on a large array.
     """
     if type(d) is np.ndarray:
-        return bool(d.all())
+        return d.size <= _COUNT_MAX and _count_nonzero(d) == d.size
     return _is_number(d) and d != 0
 
 
@@ -156,8 +161,8 @@ binary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
 binary(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
 binary(  # np.divide is np.true_divide
     np.true_divide,
-    lambda g, ans, x, y: _over(g, y),
-    lambda g, ans, x, y: _over(-g * x, y * y),
+    lambda g, ans, x, y: g / y,
+    lambda g, ans, x, y: -g * x / (y * y),
     cases=binary_cases(-2.0, 2.0, 0.5, 2.0),
 )
 register(
