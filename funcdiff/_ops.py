@@ -8,6 +8,7 @@ requires grad, attach a :class:`RuleNode` holding what the rule's vjps need.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -433,7 +434,7 @@ def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
     if rule is None:
         if not _needs_gradient(inputs, {}):
             return _run_on_data(ufunc, inputs, {})
-        return _missing_rule(f"numpy.{ufunc.__name__}")
+        return _missing_rule(_ufunc_name(ufunc))
     return call_positional(rule, inputs)
 
 
@@ -751,6 +752,33 @@ def _no_derivative(rule: Rule, key: Any) -> None:
     )
 
 
+def _ufunc_name(ufunc: np.ufunc) -> str:
+    """The public name of the function the user called that ran ``ufunc``.
+
+    ``numpy.sin`` for NumPy's ufuncs, ``scipy.special.spence`` for SciPy's (found by
+    identity in ``scipy.special``). SciPy's Python wrappers call private ufuncs
+    (``scipy.special.zeta`` runs ``_zeta``): for those the call stack names the
+    wrapper. Only the error path calls this.
+    """
+    name = ufunc.__name__
+    if getattr(np, name, None) is ufunc:
+        return f"numpy.{name}"
+    special = sys.modules.get("scipy.special")
+    if special is not None:
+        if getattr(special, name, None) is ufunc:
+            return f"scipy.special.{name}"
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_globals.get("__name__", "").startswith("scipy.special"):
+                code = frame.f_code
+                public = getattr(special, code.co_name, None)
+                if getattr(public, "__code__", None) is code:
+                    return f"scipy.special.{code.co_name}"
+            frame = frame.f_back
+    module = getattr(ufunc, "__module__", None)
+    return f"{module}.{name}" if isinstance(module, str) else f"the ufunc {name}"
+
+
 def _missing_rule(name: str) -> Any:
     raise TypeError(
         f"funcdiff has no derivative rule for {name}, so it cannot run on Tensors without "
@@ -797,7 +825,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         if func is None or len(inputs) != 1:
             if out is None and not _needs_gradient(inputs, kwargs):
                 return _run_on_data(getattr(ufunc, method), inputs, kwargs)
-            return _missing_rule(f"numpy.{ufunc.__name__}.{method}")
+            return _missing_rule(f"{_ufunc_name(ufunc)}.{method}")
         # ufunc methods work along axis 0 by default, np.sum & co. along all axes; the
         # other keywords (dtype, keepdims, initial, where) share names and reach the rule.
         kwargs.setdefault("axis", 0 if np.ndim(inputs[0]) else None)
@@ -914,7 +942,7 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
         return t
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
-        return _missing_rule(f"numpy.{ufunc.__name__}")
+        return _missing_rule(_ufunc_name(ufunc))
     result = call(rule, (_snapshot(t, rule.reads_argument(0)), other))
     np.copyto(t.data, result.data, casting="same_kind")
     _bump(t)

@@ -72,6 +72,23 @@ def _convert(el: Any) -> Tensor | None:
     return None
 
 
+def _refuse_complex(el: Any, arg_name: str, fn_name: str, index: int | None) -> None:
+    """Raise TypeError for a complex ``el``: say that complex numbers are the problem,
+    rather than that its type is not a Tensor (an ndarray of complex dtype is one)."""
+    if isinstance(el, (complex, np.complexfloating)):
+        dtype = np.asarray(el).dtype
+    elif isinstance(el, np.ndarray) and el.dtype.kind == "c":
+        dtype = el.dtype
+    else:
+        return
+    at = "" if index is None else f"value at index {index}, "
+    raise TypeError(
+        f"{fn_name} got a complex value in its {arg_name} argument ({at}dtype {dtype}): funcdiff "
+        "differentiates real floating-point inputs only; split a complex value z into its "
+        "real and imaginary parts (z.real, z.imag) and pass them as two real inputs."
+    )
+
+
 def _as_tuple(
     inp: Any, arg_name: str, fn_name: str, *, convert: bool = False, differentiable: bool = False
 ) -> tuple[bool, tuple[Tensor, ...]]:
@@ -87,6 +104,8 @@ def _as_tuple(
         t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
         if t is None or (differentiable and t.dtype.kind != "f"):
             where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
+        if t is None and convert:
+            _refuse_complex(el, arg_name, fn_name, i if is_tuple else None)
         if t is None:
             msg = (
                 f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "
@@ -731,6 +750,16 @@ def _zeros(ref: Tensor, shape: tuple[int, ...]) -> Tensor:
     return np.zeros_like(ref, shape=shape)
 
 
+#: Rows per batched backward pass of the default (``vectorize=False``) Jacobian: each
+#: pass holds ``rows x`` the inputs' size per cotangent, this many elements at most.
+_DEFAULT_BATCH_ELEMENTS = 1 << 22
+
+
+def _default_chunk(inputs: Sequence[Tensor]) -> int:
+    """Rows per pass that bound a batch of input cotangents to 32 MiB of float64."""
+    return max(1, _DEFAULT_BATCH_ELEMENTS // max(1, sum(t.size for t in inputs)))
+
+
 def _jacobian_reverse(
     outputs: tuple[Tensor, ...],
     inputs: tuple[Tensor, ...],
@@ -740,6 +769,14 @@ def _jacobian_reverse(
     chunk_size: int | None,
 ) -> tuple[tuple[Tensor, ...], ...]:
     check = None
+    batched = vectorize
+    if not vectorize and not strict:
+        # The row loop's results, from batches of rows: a batched pass runs the same
+        # vjps on a leading axis of rows (a custom Function without batched_backward
+        # still sees one row at a time). Strict mode keeps the loop, whose checks
+        # see every row.
+        batched = True
+        chunk_size = chunk_size or _default_chunk(inputs)
     if strict and not vectorize:
 
         def check(i: int, j: int, row: Tensor | None) -> None:
@@ -758,7 +795,7 @@ def _jacobian_reverse(
         outputs,
         [o.shape for o in outputs],
         inputs,
-        batched=vectorize,
+        batched=batched,
         chunk_size=chunk_size,
         create_graph=create_graph,
         check=check,
@@ -843,16 +880,18 @@ def jacobian(
         returning a zero block. Not available with ``vectorize`` or forward mode.
     vectorize : bool
         Compute all rows (columns in forward mode) in one batched backward pass
-        (``is_grads_batched``) instead of one pass per row.
+        (``is_grads_batched``), whatever its memory. Without it, reverse mode also
+        batches the rows, as many per pass as keep a batch of input cotangents within
+        32 MiB, with the row loop's result; ``strict`` and forward mode go one row
+        (column) per pass.
     strategy : {"reverse-mode", "forward-mode"}
         Reverse mode pulls back one row per output element; forward mode pushes one
         column per input element through the recorded graph (tangents, as
         :func:`jvp` does), cheaper when there are more outputs than inputs. Forward mode does not
         support ``create_graph`` or ``strict``.
     chunk_size : int, optional
-        With ``vectorize``, pull back at most this many basis rows per backward pass
-        (bounding memory); the result is the same. The unvectorized path already does
-        one row per pass and ignores it.
+        Pull back at most this many basis rows per batched backward pass (bounding
+        memory); the result is the same. Ignored where the rows go one per pass.
 
     Returns
     -------
@@ -959,7 +998,8 @@ def hessian(
         Raise RuntimeError when the function or its gradient does not depend on an
         input (a linear function, for example), instead of returning zeros.
     vectorize : bool
-        Compute the outer Jacobian in one batched backward pass.
+        Compute the outer Jacobian in one batched backward pass (see :func:`jacobian`:
+        the default batches too, within a memory bound).
     outer_jacobian_strategy : {"reverse-mode", "forward-mode"}
         Strategy of the outer Jacobian (see :func:`jacobian`).
     chunk_size : int, optional

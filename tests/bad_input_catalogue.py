@@ -96,6 +96,7 @@ G_MAG = "Huge and tiny magnitudes"
 G_OPTS = "Wrong options: strategy, chunk_size, strict"
 G_MODE = "create_graph and no_grad"
 G_ENGINE = "Misuse of grad, backward, hooks and attributes"
+G_NAMED = "Complex numbers, and functions named as you called them"
 
 X3 = "x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
 
@@ -1075,6 +1076,47 @@ CATALOGUE: tuple[Entry, ...] = (
        """,
         RuntimeError,
         "returned an incorrect number of gradients (expected 1, got 2)",
+    ),
+    # ------------------------------------------------------------------ complex, names
+    _e(
+        "complex-input",
+        G_NAMED,
+        "a complex array as the input of vjp (any of the six functions)",
+        "vjp(lambda z: z * 2, np.array([1 + 1j]), np.array([1.0]))",
+        TypeError,
+        "vjp got a complex value in its inputs argument (dtype complex128)",
+    ),
+    _e(
+        "complex-v",
+        G_NAMED,
+        "a complex v",
+        "hvp(lambda x: np.sum(x * x), np.array([1.0]), 1j)",
+        TypeError,
+        "hvp got a complex value in its v argument (dtype complex128)",
+    ),
+    _e(
+        "complex-in-tuple",
+        G_NAMED,
+        "a complex number in a tuple of inputs",
+        "jacobian(lambda x, y: x * y, (np.array([1.0]), 2j))",
+        TypeError,
+        "(value at index 1, dtype complex128)",
+    ),
+    _e(
+        "unsup-scipy-wrapper",
+        G_NAMED,
+        "a SciPy function without a rule whose wrapper runs a private ufunc",
+        X3 + "sp.zeta(x, 1.0)",
+        TypeError,
+        "funcdiff has no derivative rule for scipy.special.zeta,",
+    ),
+    _e(
+        "unsup-scipy-ufunc",
+        G_NAMED,
+        "a SciPy ufunc without a rule",
+        X3 + "sp.spence(x)",
+        TypeError,
+        "funcdiff has no derivative rule for scipy.special.spence,",
     ),
 )
 

@@ -103,6 +103,40 @@ def _is_number(v) -> bool:
     return isinstance(v, (int, float, np.integer, np.floating))
 
 
+# Up to this size a count of zeros costs less than entering np.errstate (~5 us).
+_COUNT_MAX = 2048
+_count_nonzero = np.count_nonzero
+
+
+def _nonzero(d) -> bool:
+    """Whether ``d`` certainly holds no zero: a small ndarray or a number without one.
+
+    A large array or a Tensor (under ``create_graph``, where recording costs more than
+    the context) answers False: the caller then enters ``np.errstate``, whose fixed cost
+    is small beside the arithmetic on a large array.
+    """
+    if type(d) is np.ndarray:
+        return d.size <= _COUNT_MAX and _count_nonzero(d) == d.size
+    return _is_number(d) and d != 0
+
+
+def _over(n, d):
+    """``n / d``; where ``d`` is 0 the quotient is the derivative's value there (inf,
+    or NaN for 0/0), computed without NumPy's divide-by-zero RuntimeWarning."""
+    if _nonzero(d):
+        return n / d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return n / d
+
+
+def _power(x, e):
+    """``np.power(x, e)``, without a RuntimeWarning where ``x`` is 0 and ``e < 0``."""
+    if (_is_number(e) and e >= 0) or _nonzero(x):
+        return np.power(x, e)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.power(x, e)
+
+
 def _zeros(g, ans, x, y):
     """Zero cotangent of a binary ufunc (named parameters: it reads neither argument)."""
     return np.zeros_like(g)
@@ -194,10 +228,10 @@ def _power_vjp_base(g, ans, x, y):
             return g
         if y == 2:  # the common square: two passes instead of three, at every order
             return 2.0 * (g * x)
-        return g * y * np.power(x, y - 1)
+        return g * y * _power(x, y - 1)
     # At x = 0, y = 0 the base 1 replaces 0 so that 0 * 0**-1 never becomes NaN.
     xs = np.where(np.logical_and(y == 0, x == 0), 1.0, x)
-    return g * y * np.power(xs, y - 1)
+    return g * y * _power(xs, y - 1)
 
 
 def _power_vjp_exponent(g, ans, x, y):
@@ -253,14 +287,14 @@ unary(np.square, lambda g, ans, x: 2.0 * g * x)
 unary(np.reciprocal, lambda g, ans, x: -g * ans * ans, low=0.5, high=2.0)
 unary(
     np.sqrt,
-    lambda g, ans, x: g / (2.0 * ans),
+    lambda g, ans, x: _over(g, 2.0 * ans),
     low=0.2,
     high=3.0,
     convention="infinite at 0, as the one-sided derivative",
 )
 unary(
     np.cbrt,
-    lambda g, ans, x: g / (3.0 * ans * ans),
+    lambda g, ans, x: _over(g, 3.0 * ans * ans),
     convention="infinite at 0",
     cases=(Case((Arg((2, 3), -3.0, -0.2),)),),
 )
@@ -304,8 +338,8 @@ binary(np.logaddexp2, *_logaddexp_vjp(np.exp2), convention=_logaddexp_convention
 unary(np.sin, lambda g, ans, x: g * np.cos(x))
 unary(np.cos, lambda g, ans, x: -g * np.sin(x))
 unary(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), low=-1.2, high=1.2)
-unary(np.arcsin, lambda g, ans, x: g / np.sqrt(1.0 - x * x), low=-0.9, high=0.9)
-unary(np.arccos, lambda g, ans, x: -g / np.sqrt(1.0 - x * x), low=-0.9, high=0.9)
+unary(np.arcsin, lambda g, ans, x: _over(g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9)
+unary(np.arccos, lambda g, ans, x: _over(-g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9)
 unary(np.arctan, lambda g, ans, x: g / (1.0 + x * x))
 
 
@@ -400,8 +434,8 @@ unary(np.cosh, lambda g, ans, x: g * np.sinh(x))
 # with a Python scalar, which costs a small-array ufunc call ~40% more.
 unary(np.tanh, lambda g, ans, x: g - g * ans * ans)
 unary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0))
-unary(np.arccosh, lambda g, ans, x: g / np.sqrt(x * x - 1.0), low=1.2, high=3.0)
-unary(np.arctanh, lambda g, ans, x: g / (1.0 - x * x), low=-0.9, high=0.9)
+unary(np.arccosh, lambda g, ans, x: _over(g, np.sqrt(x * x - 1.0)), low=1.2, high=3.0)
+unary(np.arctanh, lambda g, ans, x: _over(g, 1.0 - x * x), low=-0.9, high=0.9)
 
 # ---------------------------------------------------------------- max/min and friends
 _tie_convention = "ties split the gradient evenly between the two arguments"
