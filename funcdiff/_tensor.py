@@ -399,8 +399,9 @@ class Tensor:
 
     def _plain_number(self, conversion: str) -> Any:
         """``item()`` for ``conversion`` (``float()`` ...); raises if a derivative would be lost."""
+        number = self.item()  # a tensor of several elements: item()'s ValueError first
         if not (self._requires_grad and grad_mode.is_grad_enabled()):
-            return self.item()
+            return number
         caller = Tensor._scipy_caller()
         by = f" ({caller} called it: SciPy functions do not accept Tensors)" if caller else ""
         raise RuntimeError(
@@ -493,9 +494,8 @@ class Tensor:
     def __copy__(self) -> Tensor:
         if self._requires_grad and grad_mode.is_grad_enabled():
             raise RuntimeError(
-                "copy.copy() of a Tensor that requires grad would be a detached alias: the "
-                "gradient would be lost. Use tensor.copy() for a recorded copy, or "
-                "tensor.detach() to drop the gradient explicitly."
+                "copy.copy() of a Tensor that requires grad would be a detached alias (the gradient"
+                " would be lost). Use tensor.copy() for a recorded copy, or tensor.detach()."
             )
         return self.detach()
 
