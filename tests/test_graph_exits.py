@@ -117,7 +117,7 @@ CONVERSIONS = {
     "math.floor": (math.floor, "float()"),
     "math.ceil": (math.ceil, "float()"),
     "math.isnan": (math.isnan, "float()"),
-    "percent-format": (lambda t: "%.3f" % t, "float()"),
+    "percent-format": (lambda t: "%.3f" % t, "float()"),  # noqa: UP031
 }
 TRUE_VALUES = {
     "float": 2.25,
