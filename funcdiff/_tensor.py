@@ -338,6 +338,8 @@ class Tensor:
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     # ------------------------------------------------------------------ conversion
+    # Each way out of the graph keeps the derivative, carries none, is explicit (item, tolist,
+    # detach, .data) or raises while grad mode is on: docs/concepts.md, "Leaving the graph".
     def numpy(self) -> np.ndarray:
         """The data as an ndarray (shared, not copied).
 
@@ -352,7 +354,7 @@ class Tensor:
         return self.data
 
     def item(self) -> Any:
-        """The single element as a Python number."""
+        """The single element as a Python number (explicit, so allowed with requires_grad)."""
         if self.data.size != 1:
             raise ValueError(
                 f"item() needs a tensor with exactly one element, got shape {self.shape}"
@@ -360,33 +362,107 @@ class Tensor:
         return self.data.item()
 
     def tolist(self) -> Any:
-        """The data as (nested) Python lists."""
+        """The data as (nested) Python lists; explicit like ``item()``, so always allowed."""
         return self.data.tolist()
+
+    #: The SciPy functions that funcdiff.linalg wraps (a test keeps this in sync with it).
+    _SCIPY_WRAPPED = frozenset("expm solve_triangular cho_factor cho_solve solve inv det".split())
+
+    @staticmethod
+    def _scipy_caller() -> str | None:
+        """The public SciPy function converting a tensor (``scipy.linalg.expm``), if any."""
+        # SciPy does not dispatch to Tensors: only the call stack (read on error paths) shows
+        # it. NumPy frames are skipped; the outermost public one of the first SciPy frames wins.
+        import sys
+        import types
+
+        def public_name(module: str, name: str) -> str | None:
+            parts = module.split(".")
+            public = ".".join(parts[: next((i for i, p in enumerate(parts) if p[:1] == "_"), None)])
+            found = getattr(sys.modules.get(public), name, None) if name[:1] != "_" else None
+            return f"{public}.{name}" if public != "scipy" and found is not None else None
+
+        frame, caller = sys._getframe(1), None
+        while frame is not None:
+            module = frame.f_globals.get("__name__", "")
+            top = module.partition(".")[0]
+            if top == "scipy":
+                found = public_name(module, frame.f_code.co_name)
+                for value in frame.f_locals.values() if found is None else ():
+                    if isinstance(value, types.FunctionType):  # a decorator's wrapped function
+                        found = found or public_name(value.__module__, value.__name__)
+                caller = found or caller
+            elif top != "numpy" and module != __name__:
+                break
+            frame = frame.f_back
+        return caller
+
+    def _plain_number(self, conversion: str) -> Any:
+        """``item()`` for ``conversion`` (``float()`` ...); raises if a derivative would be lost."""
+        number = self.item()  # a tensor of several elements: item()'s ValueError first
+        if not (self._requires_grad and grad_mode.is_grad_enabled()):
+            return number
+        caller = Tensor._scipy_caller()
+        by = f" ({caller} called it: SciPy functions do not accept Tensors)" if caller else ""
+        raise RuntimeError(
+            f"Can't call {conversion} on a Tensor that requires grad{by}: the Python number "
+            "would carry no derivative, so gradients through it would be silently wrong. (NumPy "
+            "calls float() when a Tensor is stored into an ndarray, as in out[i] = t with "
+            "out = np.zeros(n); math.exp and the other math functions call it too.) To keep the "
+            "derivative, store into out = np.zeros_like(x), a Tensor that records the "
+            "assignment, or build the result with np.stack, and use np.exp, np.floor ... instead "
+            "of the math functions. To drop the derivative on purpose, use tensor.item() or "
+            f"{conversion[:-1]}tensor.detach())."
+        )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if self._requires_grad and grad_mode.is_grad_enabled():
+            caller = Tensor._scipy_caller()
+            how = (
+                "A NumPy or SciPy function without a funcdiff rule was probably called on it, "
+                "or it was stored into a plain ndarray (out[...] = t; make out with "
+                "np.zeros_like(x) instead)."
+            )
+            if caller is not None:
+                wrapped = caller[:13] == "scipy.linalg." and caller[13:] in Tensor._SCIPY_WRAPPED
+                how = f"{caller} was called on it, and SciPy functions do not accept Tensors: " + (
+                    f"use funcdiff.linalg.{caller[13:]}, which accepts Tensors."
+                    if wrapped
+                    else f"funcdiff has no rule for {caller}."
+                )
             raise RuntimeError(
                 "Can't convert a Tensor that requires grad to an ndarray: the gradient "
-                "would be lost. A NumPy or SciPy function without a funcdiff rule was "
-                "probably called on it. Use tensor.detach() to drop the gradient "
-                "explicitly."
+                f"would be lost. {how} Use tensor.detach() to drop the gradient explicitly."
             )
         data = self.data
         if dtype is not None and data.dtype != dtype:
+            if copy is False:
+                raise ValueError("Unable to avoid copy while creating an array as requested.")
             return data.astype(dtype)
         return data.copy() if copy else data
 
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._plain_number("float()"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._plain_number("int()"))
+
+    def __complex__(self) -> complex:
+        return complex(self._plain_number("complex()"))
 
     def __bool__(self) -> bool:
+        # Allowed on a scalar that requires grad: a branch (``if x > 0:``) only picks which
+        # operations run, each of them recorded, so no derivative is lost (the branch test's
+        # own is zero almost everywhere). Several elements: NumPy's "ambiguous" ValueError.
         return bool(self.data)
 
     def __index__(self) -> int:
+        # Only integer tensors convert, and they never require grad: nothing can be lost.
         return self.data.__index__()
+
+    def __format__(self, format_spec: str) -> str:
+        # Display, not computation (as in torch): text re-enters arithmetic only via float(text).
+        return format(self.data, format_spec) if format_spec else str(self)
 
     def __iter__(self):
         if self.ndim == 0:
@@ -407,9 +483,20 @@ class Tensor:
     __hash__ = object.__hash__
 
     def __reduce_ex__(self, protocol: Any) -> Any:
+        if self.grad_fn is not None:  # it would come back as a leaf, cut from its inputs
+            raise RuntimeError(
+                "Can't pickle a Tensor that is not a graph leaf: its graph can't be pickled, and "
+                "the copy would be a new leaf, cut from the inputs it was computed from. "
+                "Pickle tensor.detach() to keep the values."
+            )
         return (_rebuild, (self.data, self._requires_grad))
 
     def __copy__(self) -> Tensor:
+        if self._requires_grad and grad_mode.is_grad_enabled():
+            raise RuntimeError(
+                "copy.copy() of a Tensor that requires grad would be a detached alias (the gradient"
+                " would be lost). Use tensor.copy() for a recorded copy, or tensor.detach()."
+            )
         return self.detach()
 
     def __deepcopy__(self, memo: dict) -> Tensor:

@@ -97,6 +97,7 @@ G_OPTS = "Wrong options: strategy, chunk_size, strict"
 G_MODE = "create_graph and no_grad"
 G_ENGINE = "Misuse of grad, backward, hooks and attributes"
 G_NAMED = "Complex numbers, and functions named as you called them"
+G_EXIT = "Leaving the graph: Python numbers, copies and pickles"
 
 X3 = "x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
 
@@ -1118,7 +1119,151 @@ CATALOGUE: tuple[Entry, ...] = (
         TypeError,
         "funcdiff has no derivative rule for scipy.special.spence,",
     ),
+    # ------------------------------------------------------------------ leaving the graph
+    # Every way out of the graph raises where a derivative would be lost, and works where
+    # none can be (docs/concepts.md, "Leaving the graph", has the whole table).
+    _e(
+        "exit-float",
+        G_EXIT,
+        "float() of a tensor that requires grad",
+        X3 + "float(x[0])",
+        RuntimeError,
+        "Can't call float() on a Tensor that requires grad: the Python number would carry "
+        "no derivative",
+    ),
+    _e(
+        "exit-ndarray-store",
+        G_EXIT,
+        "storing a tensor that requires grad into an element of a plain ndarray (NumPy "
+        "raises ValueError 'setting an array element with a sequence' from this error)",
+        """
+       x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)
+       out = np.zeros(3)
+       try:
+           out[0] = x[0] ** 2
+       except ValueError as numpy_error:  # NumPy wraps funcdiff's error: it is the cause
+           raise numpy_error.__cause__
+       """,
+        RuntimeError,
+        "store into out = np.zeros_like(x), a Tensor that records the assignment",
+    ),
+    _e(
+        "exit-math",
+        G_EXIT,
+        "a math function (math.exp) of a tensor that requires grad",
+        X3 + "import math\nmath.exp(x[0])",
+        RuntimeError,
+        "use np.exp, np.floor ... instead of the math functions",
+    ),
+    _e(
+        "exit-int",
+        G_EXIT,
+        "int() of a tensor that requires grad",
+        X3 + "int(x[0])",
+        RuntimeError,
+        "Can't call int() on a Tensor that requires grad",
+    ),
+    _e(
+        "exit-complex",
+        G_EXIT,
+        "complex() of a tensor that requires grad",
+        X3 + "complex(x[0])",
+        RuntimeError,
+        "use tensor.item() or complex(tensor.detach())",
+    ),
+    _e(
+        "exit-slice-store",
+        G_EXIT,
+        "storing a tensor that requires grad into a slice of a plain ndarray",
+        X3 + "out = np.zeros(3)\nout[:] = x * 2",
+        RuntimeError,
+        "or it was stored into a plain ndarray (out[...] = t; make out with np.zeros_like(x)",
+    ),
+    _e(
+        "exit-scipy-wrapped",
+        G_EXIT,
+        "a SciPy function that funcdiff.linalg wraps",
+        "a = fd.tensor(np.eye(2), requires_grad=True)\nscipy.linalg.solve(a, a)",
+        RuntimeError,
+        "scipy.linalg.solve was called on it, and SciPy functions do not accept Tensors: use "
+        "funcdiff.linalg.solve, which accepts Tensors",
+    ),
+    _e(
+        "exit-scipy-unwrapped",
+        G_EXIT,
+        "a SciPy function without a funcdiff rule",
+        "a = fd.tensor(np.eye(2), requires_grad=True)\nscipy.linalg.eigh(a)",
+        RuntimeError,
+        "funcdiff has no rule for scipy.linalg.eigh",
+    ),
+    _e(
+        "exit-copy",
+        G_EXIT,
+        "copy.copy of a tensor that requires grad",
+        X3 + "copy.copy(x)",
+        RuntimeError,
+        "Use tensor.copy() for a recorded copy, or tensor.detach()",
+    ),
+    _e(
+        "exit-pickle",
+        G_EXIT,
+        "pickling a tensor that is not a graph leaf",
+        X3 + "import pickle\npickle.dumps(x * 2)",
+        RuntimeError,
+        "Can't pickle a Tensor that is not a graph leaf",
+    ),
+    _e(
+        "exit-copy-false",
+        G_EXIT,
+        "np.asarray with copy=False where a dtype conversion needs a copy",
+        "np.asarray(fd.tensor([1.0, 2.0]), dtype=np.float32, copy=False)",
+        ValueError,
+        "Unable to avoid copy while creating an array as requested.",
+    ),
+    _e(
+        "exit-item",
+        G_EXIT,
+        "item() and tolist() of a tensor that requires grad (explicit, as in torch)",
+        X3 + "v, vs = x[0].item(), x.tolist()",
+        None,
+        "no error: Python numbers, without the derivative",
+        check="assert v == 1.0 and vs == [1.0, 2.0, 3.0]",
+    ),
+    _e(
+        "exit-no-grad",
+        G_EXIT,
+        "float() under no_grad, and of a detached tensor",
+        X3 + "with fd.no_grad():\n    v = float(x[1])\nw = float(x[2].detach())",
+        None,
+        "no error: nothing is recorded, so nothing is lost",
+        check="assert (v, w) == (2.0, 3.0)",
+    ),
+    _e(
+        "exit-branch",
+        G_EXIT,
+        "branching on a scalar that requires grad",
+        X3 + "y = x[0] ** 2 if x[0] > 0 else -x[0]\n(g,) = fd.grad(y, x)",
+        None,
+        "no error: the branch taken is recorded",
+        check="assert g.data.tolist() == [2.0, 0.0, 0.0]",
+    ),
+    _e(
+        "exit-format",
+        G_EXIT,
+        "formatting a tensor that requires grad",
+        X3 + 's = f"{x[1]:.3f}"',
+        None,
+        "no error: display, as in torch",
+        check='assert s == "2.000"',
+    ),
 )
+
+#: A paragraph shown under a group's heading on the page.
+GROUP_NOTES = {
+    G_EXIT: "Only the exits that lose a derivative raise; the rows without an error are "
+    "allowed on purpose. The table of every exit, and why each one raises or not, is in "
+    ':doc:`concepts` ("Leaving the graph: Python numbers").',
+}
 
 #: Python-internal error types that must never come out of funcdiff unless NumPy itself
 #: raises them for the same input on ndarrays (``x[5]`` gives IndexError on ndarrays too).
@@ -1237,6 +1382,7 @@ def render_rst() -> str:
             group,
             "-" * len(group),
             "",
+            *([GROUP_NOTES[group], ""] if group in GROUP_NOTES else []),
             ".. list-table::",
             "   :header-rows: 1",
             "   :widths: 4 24 36 36",
