@@ -1097,7 +1097,11 @@ def _literal(c: Any) -> str | None:
 
 _REGISTRY_CASES: list[tuple[str, Any, Any]] | None = None
 #: funcdiff's messages for calls it does not support on Tensors (clear errors by design)
-UNSUPPORTED_MARKERS = ("has no derivative rule", "Can't convert a Tensor that requires grad")
+UNSUPPORTED_MARKERS = (
+    "has no derivative rule",
+    "Can't convert a Tensor that requires grad",
+    "on a Tensor that requires grad: the Python number would carry no derivative",
+)
 
 
 def registry_cases() -> list[tuple[str, Any, Any]]:
