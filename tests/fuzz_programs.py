@@ -1100,7 +1100,7 @@ _REGISTRY_CASES: list[tuple[str, Any, Any]] | None = None
 UNSUPPORTED_MARKERS = (
     "has no derivative rule",
     "Can't convert a Tensor that requires grad",
-    "on a Tensor that requires grad: the Python number would carry no derivative",
+    "the Python number would carry no derivative",
 )
 
 
