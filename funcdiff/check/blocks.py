@@ -59,7 +59,9 @@ def check_blocks(
         if fast_mode and problem.x0[j].size >= MIN_SIZE:
             elementwise = set()
             start = step_base("richardson", low, step)
-            outcomes = project_blocks(target, ad_outs, ins, j, row_eps, f0, rng, rtol, atol, start)
+            outcomes = project_blocks(
+                target, ad_outs, ins, j, row_eps, f0, rng, rtol, atol, start, fd_method, base
+            )
             for q, outcome in enumerate(outcomes):
                 if outcome.certified:
                     dt = lowest_precision([target.out_dtypes[q], problem.x0[j].dtype])

@@ -62,6 +62,9 @@ _MAX_LEVELS = 24
 _STALL = 4
 # How much larger than the bound the smallest element shift must be to certify.
 _CERTIFY_MARGIN = 2.0
+# The element-wise check fails an element only beyond FD_TRUST_FACTOR times an error
+# estimate that holds 2 (central) or 4 (Richardson) times the rounding term eps |f| / h.
+_FLOOR_FACTOR = {"central": 2.0 * FD_TRUST_FACTOR, "richardson": 4.0 * FD_TRUST_FACTOR}
 
 
 @dataclass
@@ -118,23 +121,34 @@ class _Along:
         self.p0 = np.array([fm.project(probe, q, fm.f0) for q in range(fm.nq)])
         self.n0 = np.array([fm.noise_of(probe, q, fm.f0) for q in range(fm.nq)])
         self.sens = np.zeros(fm.nq)
+        self.strict = np.zeros(fm.nq)
         self._sens_ready = False
 
     def sensitivity(self) -> np.ndarray:
-        """Per output: the least shift of the projection by an element off by its tolerance."""
+        """Per output: the least shift of the projection by an element off by its tolerance.
+
+        An element's tolerance here is at least the rounding floor of the element-wise
+        check (:meth:`_FastMode.floor_of`); :attr:`strict` holds the shifts without it.
+        """
         if not self._sens_ready:
             fm = self.fm
             ad = np.abs(self.d)
+            self.strict = np.zeros(fm.nq)
             for q in range(fm.nq):
                 if fm.sizes[q] == 0:
                     continue
                 at = fm.atol_of(q)
+                floor = fm.floor_of(q)
                 v = self.probe.v[q]
                 if v is None:
-                    tol = at + fm.rt[q] * np.abs(self.probe.vj[q])
-                    self.sens[q] = float(np.min(ad * tol))
+                    rel = fm.rt[q] * np.abs(self.probe.vj[q])
+                    self.strict[q] = float(np.min(ad * (at + rel)))
+                    self.sens[q] = float(np.min(ad * (np.maximum(at, floor[0] / fm.steps) + rel)))
                 else:
-                    self.sens[q] = float(np.min(np.abs(v)) * np.min(ad) * at)
+                    # Each row's floor at the longest default step: never above the true one.
+                    row_at = np.maximum(at, floor / float(np.max(fm.steps)))
+                    self.strict[q] = float(np.min(np.abs(v)) * np.min(ad) * at)
+                    self.sens[q] = float(np.min(np.abs(v) * row_at) * np.min(ad))
             self._sens_ready = True
         return self.sens
 
@@ -246,6 +260,8 @@ class _FastMode:
         rtol: float | None,
         atol: float | None,
         base: float,
+        fd_method: str,
+        fd_base: float,
     ) -> None:
         self.target = target
         self.ad_outs = ad_outs
@@ -269,6 +285,34 @@ class _FastMode:
         self.t0 = power_of_two(base)
         self.spent = 0
         self.first_rows: np.ndarray | None = None
+        # The element-wise check's default step for each element, and the multiple of
+        # the rounding term ``eps |f| / h`` below which it cannot fail an element there.
+        self.steps = _default_steps(self.xf, fd_base)
+        self.floor_factor = _FLOOR_FACTOR.get(fd_method, 0.0)
+
+    def floor_of(self, q: int) -> np.ndarray:
+        """``c eps_i |f_i|`` per row of output ``q``; divided by a step: the rounding floor.
+
+        The element-wise check fails an element only where ``|AD - FD|`` exceeds
+        ``FD_TRUST_FACTOR`` times its error estimate, which holds the rounding term
+        ``2 eps |f| / h`` (central) or ``4 eps |f| / h`` (Richardson): a smaller error
+        cannot fail there at its default step ``h``. ``|f|`` is the row at the check
+        point, so the floor never exceeds the element-wise one. The complex step has no
+        such floor (it does not subtract values of ``f``).
+        """
+        part = np.abs(self.f0[self.slices[q]]) * self.row_eps[self.slices[q]]
+        with np.errstate(all="ignore"):
+            return np.nan_to_num(self.floor_factor * part, nan=0.0, posinf=0.0)
+
+    def floor_note(self, q: int) -> str:
+        """How the rounding floor entered the tolerance of output ``q``'s elements."""
+        floor = float(np.max(self.floor_of(q), initial=0.0)) / float(np.max(self.steps))
+        return (
+            f"tolerance raised to the rounding floor {self.floor_factor:g}*eps*|f|/h = "
+            f"{floor:.2g} where larger than atol (h the element-wise step, |f| = "
+            f"{float(np.max(np.abs(self.f0[self.slices[q]]), initial=0.0)):.3g}): below it "
+            "finite differences of f at that step see rounding only"
+        )
 
     def project(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
         part = rows[self.slices[q]]
@@ -333,12 +377,34 @@ def project_blocks(
     rtol: float | None,
     atol: float | None,
     base: float,
+    fd_method: str = "central",
+    fd_base: float | None = None,
 ) -> list[ProjectionOutcome]:
     """Fast mode for input ``j``: per output, a certified pass or why to re-run element-wise.
 
     ``base`` is the relative step at which the ladder of steps starts.
     """
-    fm = _FastMode(target, ad_outs, ins, j, row_eps, f0, rtol, atol, base)
+    fm = _FastMode(
+        target,
+        ad_outs,
+        ins,
+        j,
+        row_eps,
+        f0,
+        rtol,
+        atol,
+        base,
+        fd_method,
+        base if fd_base is None else fd_base,
+    )
+    # Projections of values at far steps may overflow; every figure is tested for
+    # finiteness, so NumPy's warnings about it are the checker's and stay here.
+    with np.errstate(all="ignore"):
+        return _project(fm, rng)
+
+
+def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]:
+    """The ladder of steps along the first direction, then the second direction."""
     nq = fm.nq
     budget = min(_BUDGET, 2 * fm.n)
     status: list[str | None] = [None] * nq  # None: undecided; "pass", "off", "kink"
@@ -384,7 +450,13 @@ def project_blocks(
                         status[q] = "off"
                 elif verdict["certified"][q]:
                     certified_at.setdefault(k, []).append(q)
-                    firsts[q] = (verdict["mismatch"][q], verdict["bound"][q], along.sens[q])
+                    floored = _CERTIFY_MARGIN * verdict["bound"][q] > along.strict[q]
+                    firsts[q] = (
+                        verdict["mismatch"][q],
+                        verdict["bound"][q],
+                        along.sens[q],
+                        floored,
+                    )
                 else:
                     streak[q] = kinks[q] = 0
                     if "mismatch" not in notes[q] and verdict["bound"][q] < best[q]:
@@ -404,14 +476,17 @@ def project_blocks(
                 info = again.describe(q, lv, verdict)
                 if verdict["certified"][q]:
                     status[q] = "pass"
-                    m1, b1, s1 = firsts[q]
+                    m1, b1, s1, floored = firsts[q]
                     m2, b2, s2 = verdict["mismatch"][q], verdict["bound"][q], again.sens[q]
+                    floored = floored or _CERTIFY_MARGIN * b2 > again.strict[q]
                     notes[q] = (
                         f"fast mode: certified along 2 random directions ({name} scaling, "
                         f"step {lv.t:.3g}): |v^T J d - FD| = {m1:.2g}, {m2:.2g} within bounds "
                         f"{b1:.2g}, {b2:.2g}; an element off by its tolerance would move "
                         f"v^T J d by >= {min(s1, s2):.2g}"
                     )
+                    if floored:
+                        notes[q] += "; " + fm.floor_note(q)
                 elif verdict["off"][q]:
                     status[q] = "off"
                     notes[q] = f"mismatch along a second direction ({name} scaling): {info}"
@@ -421,6 +496,13 @@ def project_blocks(
                 else:
                     notes[q] = f"second direction could not certify ({name} scaling): {info}"
     return [ProjectionOutcome(status[q] == "pass", notes[q]) for q in range(nq)]
+
+
+def _default_steps(xf: np.ndarray, fd_base: float) -> np.ndarray:
+    """``power_of_two(fd_base * max(|x|, 1))`` for every element, vectorised."""
+    h = fd_base * np.maximum(np.abs(xf), 1.0)
+    with np.errstate(all="ignore"):
+        return np.where(np.isfinite(h) & (h > 0), 2.0 ** np.round(np.log2(h)), fd_base)
 
 
 def _flat(groups: dict[int, Sequence[int]]) -> set[int]:
