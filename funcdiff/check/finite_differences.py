@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -180,8 +180,11 @@ def elementwise_differences(
     base: float,
     row_eps: np.ndarray,
     rtol: float,
+    columns: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Numerical Jacobian columns of ``target`` w.r.t. input ``j``, element by element.
+
+    With ``columns``, only those elements are differenced (the other columns stay 0).
 
     Returns the :data:`FIELDS` with shape ``(m, n)``: m = all outputs' elements
     concatenated. Each (row, element) keeps the step whose error estimate is smallest:
@@ -235,7 +238,7 @@ def elementwise_differences(
         r = np.where(np.isfinite(r), r, 1e300)
         return float(np.exp(np.mean(np.log(np.maximum(r, 1e-300)))))
 
-    for k in range(n):
+    for k in range(n) if columns is None else columns:
         xk = flat[k]
         best = None
         for sc in _scale_candidates(float(xk), typical):

@@ -40,12 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
-from funcdiff.check.derivatives import vjp
+from funcdiff.check.analytical import Analytical
 from funcdiff.check.finite_differences import evaluate_input, power_of_two, typical_magnitude
 from funcdiff.check.precision import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
 from funcdiff.check.targets import Target
@@ -60,6 +58,8 @@ _BUDGET = 200
 _MAX_LEVELS = 24
 # Halvings without a better bound after which a scaling's ladder stops.
 _STALL = 4
+# Bisection of a mismatch stops at this many elements, which are checked element-wise.
+_LEAF = 4
 # How much larger than the bound the smallest element shift must be to certify.
 _CERTIFY_MARGIN = 2.0
 # The element-wise check fails an element only beyond FD_TRUST_FACTOR times an error
@@ -73,6 +73,7 @@ class ProjectionOutcome:
 
     certified: bool
     note: str
+    suspects: list[int] | None = None  # elements a bisection of the mismatch led to
 
 
 @dataclass
@@ -103,7 +104,7 @@ class _Probe:
         for q, m in enumerate(fm.sizes):
             v = None if m == 1 else _weights(rng, m)
             cot = np.ones(fm.out_shapes[q]) if v is None else v.reshape(fm.out_shapes[q])
-            (g,) = vjp([fm.ad_outs[q]], [fm.ins[fm.j]], [cot])
+            g = fm.analytical.vjp(q, fm.j, cot)
             self.v.append(v)
             self.vj.append(np.asarray(g, dtype=np.float64).ravel())
 
@@ -252,8 +253,7 @@ class _FastMode:
     def __init__(
         self,
         target: Target,
-        ad_outs: list[Any],
-        ins: list[Tensor],
+        analytical: Analytical,
         j: int,
         row_eps: np.ndarray,
         f0: list[np.ndarray],
@@ -264,8 +264,7 @@ class _FastMode:
         fd_base: float,
     ) -> None:
         self.target = target
-        self.ad_outs = ad_outs
-        self.ins = ins
+        self.analytical = analytical
         self.j = j
         self.x = target.problem.x0[j]
         self.xf = self.x.ravel().astype(np.float64)
@@ -341,7 +340,7 @@ class _FastMode:
                 cot = np.zeros(self.sizes[q])
                 cot[int(np.argmax(part))] = 1.0
                 cot = cot.reshape(shape)
-            (g,) = vjp([self.ad_outs[q]], [self.ins[self.j]], [cot])
+            g = self.analytical.vjp(q, self.j, cot)
             g = np.abs(np.asarray(g, dtype=np.float64))
             big = float(np.max(g[np.isfinite(g)], initial=0.0))
             self._at[q] = math.sqrt(self.eps[q]) * big
@@ -368,8 +367,7 @@ class _FastMode:
 
 def project_blocks(
     target: Target,
-    ad_outs: list[Any],
-    ins: list[Tensor],
+    analytical: Analytical,
     j: int,
     row_eps: np.ndarray,
     f0: list[np.ndarray],
@@ -377,26 +375,16 @@ def project_blocks(
     rtol: float | None,
     atol: float | None,
     base: float,
-    fd_method: str = "central",
-    fd_base: float | None = None,
+    fd_method: str,
+    fd_base: float,
 ) -> list[ProjectionOutcome]:
     """Fast mode for input ``j``: per output, a certified pass or why to re-run element-wise.
 
-    ``base`` is the relative step at which the ladder of steps starts.
+    ``base`` is the relative step at which the ladder of steps starts; ``fd_method`` and
+    ``fd_base`` are the element-wise check's method and relative step, which set the
+    rounding floor of the element tolerances.
     """
-    fm = _FastMode(
-        target,
-        ad_outs,
-        ins,
-        j,
-        row_eps,
-        f0,
-        rtol,
-        atol,
-        base,
-        fd_method,
-        base if fd_base is None else fd_base,
-    )
+    fm = _FastMode(target, analytical, j, row_eps, f0, rtol, atol, base, fd_method, fd_base)
     # Projections of values at far steps may overflow; every figure is tested for
     # finiteness, so NumPy's warnings about it are the checker's and stay here.
     with np.errstate(all="ignore"):
@@ -411,6 +399,7 @@ def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]
     notes = ["no step along a random direction gave a difference quotient to trust"] * nq
     first = _Probe(fm, rng)
     second: _Probe | None = None
+    flagged: dict[int, tuple[np.ndarray, int, _Probe]] = {}
     for name, scaling in fm.scalings():
         if all(s is not None for s in status) or fm.spent >= budget:
             break
@@ -448,6 +437,7 @@ def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]
                     notes[q] = f"mismatch ({name} scaling): {info}"
                     if streak[q] >= 2:
                         status[q] = "off"
+                        flagged[q] = (scaling, k, first)
                 elif verdict["certified"][q]:
                     certified_at.setdefault(k, []).append(q)
                     floored = _CERTIFY_MARGIN * verdict["bound"][q] > along.strict[q]
@@ -489,13 +479,40 @@ def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]
                         notes[q] += "; " + fm.floor_note(q)
                 elif verdict["off"][q]:
                     status[q] = "off"
+                    flagged[q] = (scaling, k, second)
                     notes[q] = f"mismatch along a second direction ({name} scaling): {info}"
                 elif verdict["kink"][q]:
                     status[q] = "kink"
                     notes[q] = f"kink along a second direction ({name} scaling): {info}"
                 else:
                     notes[q] = f"second direction could not certify ({name} scaling): {info}"
-    return [ProjectionOutcome(status[q] == "pass", notes[q]) for q in range(nq)]
+    outcomes = [ProjectionOutcome(status[q] == "pass", notes[q]) for q in range(nq)]
+    for q, (scaling, k, probe) in flagged.items():
+        outcomes[q].suspects = _bisect(fm, q, scaling, k, probe)
+    return outcomes
+
+
+def _bisect(fm: _FastMode, q: int, scaling: np.ndarray, k: int, probe: _Probe) -> list[int] | None:
+    """Halve the support of the direction that showed a mismatch, down to a few elements.
+
+    ``v^T J d`` is linear in ``d``: if the half of the direction on one half of the
+    elements still shows a mismatch, a wrong element is there; if it does not, the
+    other half holds one. Each halving costs 8 evaluations at the step that showed the
+    mismatch. None if a half gives no trustworthy quotient, or past the budget; the
+    element-wise check of the suspects decides (others may be wrong too).
+    """
+    idx = np.arange(fm.n)
+    limit = fm.spent + 8 * (int(np.ceil(np.log2(max(fm.n, 2)))) + 1)
+    while idx.size > _LEAF:
+        half = idx[: idx.size // 2]
+        mask = np.zeros(fm.n)
+        mask[half] = 1.0
+        along = _Along(fm, probe, scaling * mask)
+        verdict = along.judge(along.level(k), along.level(k - 1))
+        if not verdict["valid"][q] or verdict["kink"][q] or fm.spent > limit:
+            return None
+        idx = half if verdict["off"][q] else idx[idx.size // 2 :]
+    return [int(i) for i in idx]
 
 
 def _default_steps(xf: np.ndarray, fd_base: float) -> np.ndarray:
