@@ -66,28 +66,25 @@ def _numeric(value: Any, arg: str, where: str) -> np.ndarray:
     return arr.astype(np.float64)
 
 
-def _entries(value: Any, count: int, arg: str, what: str, bare_ok: bool) -> list[Any]:
-    """``value`` as ``count`` entries: a tuple or list of them, or one bare entry."""
-    if isinstance(value, (tuple, list)) and not (bare_ok and _is_array_like_list(value)):
-        if len(value) != count:
-            raise ValueError(
-                f"{arg} returned a {type(value).__name__} of {len(value)} entries; expected "
-                f"one per {what} ({count})"
-            )
-        return list(value)
-    if bare_ok:
+def _entries(value: Any, count: int, arg: str, what: str, single: bool) -> list[Any]:
+    """``value`` as ``count`` entries, one per output or input.
+
+    ``single``: ``func`` has one such output (or was given one input, not a tuple), and
+    ``value`` is that entry itself. Otherwise a tuple or list of ``count`` entries, or,
+    for a count of 1, one bare entry.
+    """
+    if single:
         return [value]
-    raise ValueError(
-        f"{arg} returned {type(value).__name__}; expected a tuple with one entry per {what} "
-        f"({count})"
+    if isinstance(value, (tuple, list)) and len(value) == count:
+        return list(value)
+    if count == 1 and not isinstance(value, tuple):
+        return [value]
+    got = (
+        f"a {type(value).__name__} of {len(value)} entries"
+        if isinstance(value, (tuple, list))
+        else type(value).__name__
     )
-
-
-def _is_array_like_list(value: Any) -> bool:
-    """A list of numbers (a nested list array), not a list of blocks."""
-    return isinstance(value, list) and all(
-        isinstance(v, (int, float, list)) and not isinstance(v, bool) for v in value
-    )
+    raise ValueError(f"{arg} returned {got}; expected a tuple with one entry per {what} ({count})")
 
 
 def _shape_check(arr: np.ndarray, expected: tuple, arg: str, label: str, parts: str) -> None:
@@ -122,10 +119,10 @@ class UserJacobian:
         problem, first = self.problem, self.first
         raw = self.jac(*problem.args([np.array(x, copy=True) for x in xs]))
         nd = len(problem.x0)
-        per_out = _entries(raw, self.n_outputs, "jac", "output of func", self.n_outputs == 1)
+        per_out = _entries(raw, self.n_outputs, "jac", "output of func", not first.tuple_output)
         blocks = []
         for q, k in enumerate(first.positions):
-            row = _entries(per_out[k], nd, "jac", "differentiated input", nd == 1)
+            row = _entries(per_out[k], nd, "jac", "differentiated input", problem.single_input)
             out_shape = first.out_shapes[q]
             arrs = []
             for j, entry in enumerate(row):
@@ -176,10 +173,10 @@ class UserHessian:
         self.name = func_name(hess)
         nd = len(problem.x0)
         raw = hess(*problem.args([np.array(x, copy=True) for x in problem.x0]))
-        rows = _entries(raw, nd, "hess", "differentiated input", nd == 1)
+        rows = _entries(raw, nd, "hess", "differentiated input", problem.single_input)
         self.blocks: list[list[np.ndarray]] = []
         for a, row in enumerate(rows):
-            entries = _entries(row, nd, "hess", "differentiated input", nd == 1)
+            entries = _entries(row, nd, "hess", "differentiated input", problem.single_input)
             arrs = []
             for b, entry in enumerate(entries):
                 na, nb = problem.names[a], problem.names[b]

@@ -78,6 +78,9 @@ class Problem:
             raise TypeError(f"func must be callable, got {type(func).__name__}")
         self.func = func
         items = list(inputs) if isinstance(inputs, tuple) else [inputs]
+        # One input, not a tuple: a hand-written derivative gives its block bare.
+        self.single_input = not isinstance(inputs, tuple)
+        self.tuple_output = False
         if not items:
             raise ValueError("inputs is an empty tuple: give at least one input to differentiate")
         self.items = items
@@ -122,7 +125,9 @@ class Problem:
         return args
 
     def call(self, values: Sequence[Any]) -> list:
-        return as_list(self.func(*self.args(values)))
+        result = self.func(*self.args(values))
+        self.tuple_output = isinstance(result, (tuple, list))
+        return as_list(result)
 
 
 class Target:
@@ -195,10 +200,12 @@ class FirstOrderTarget(Target):
         self.notes: list[str] = []
         self.primal_numpy: list[np.ndarray] | None = None
         self.n_outputs = 0
+        self.tuple_output = False
 
     def setup(self, ad_outs: list[Any]) -> None:
         """Learn the floating outputs from one recorded call, and try plain NumPy."""
         self.n_outputs = len(ad_outs)
+        self.tuple_output = self.problem.tuple_output
         self.positions = [k for k, o in enumerate(ad_outs) if is_float_output(o)]
         if not self.positions:
             raise TypeError(
