@@ -116,7 +116,7 @@ class _Along:
         self.fm = fm
         self.probe = probe
         self.d = probe.w * scaling
-        self.a = np.array([float(vj @ self.d) for vj in probe.vj])
+        self.a = np.array([_dot(vj, self.d) for vj in probe.vj])
         self.scale = np.array([float(np.sum(np.abs(vj * self.d))) for vj in probe.vj])
         self.points: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.p0 = np.array([fm.project(probe, q, fm.f0) for q in range(fm.nq)])
@@ -173,7 +173,7 @@ class _Along:
             vals, noise, finite = [], [], []
             for q in range(fm.nq):
                 part = rows[fm.slices[q]]
-                vals.append(fm.project(self.probe, q, rows) - float(self.probe.vj[q] @ moved))
+                vals.append(fm.project(self.probe, q, rows) - _dot(self.probe.vj[q], moved))
                 noise.append(fm.noise_of(self.probe, q, rows))
                 finite.append(bool(np.all(np.isfinite(part))))
             if fm.first_rows is None and np.all(np.isfinite(rows)):
@@ -316,7 +316,7 @@ class _FastMode:
     def project(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
         part = rows[self.slices[q]]
         v = probe.v[q]
-        return float(part[0]) if v is None else float(v @ part)
+        return float(part[0]) if v is None else _dot(v, part)
 
     def noise_of(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
         """Rounding of the projected value: the rows' rounding errors add like random ones."""
@@ -513,6 +513,12 @@ def _bisect(fm: _FastMode, q: int, scaling: np.ndarray, k: int, probe: _Probe) -
             return None
         idx = half if verdict["off"][q] else idx[idx.size // 2 :]
     return [int(i) for i in idx]
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``a . b`` by a pairwise sum of the products: a BLAS dot of long vectors may run a
+    generic kernel tens of times slower than the product and sum (and is no more exact)."""
+    return float(np.sum(a * b))
 
 
 def _default_steps(xf: np.ndarray, fd_base: float) -> np.ndarray:
