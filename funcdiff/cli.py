@@ -12,9 +12,15 @@ gives one positional argument: a comma list (``1,2.5,3``; a single number is a
 scalar, ``2.5,`` a one-element vector), a JSON list (``[[1,2],[3,4]]``) or a ``.npy``
 file. The function is ordinary NumPy code; funcdiff runs it on Tensors.
 
-Exit status: 0 if nothing failed (inconclusive elements, e.g. kinks, do not fail),
-1 if a derivative failed or could not be computed, 2 for bad arguments (one line on
-stderr).
+``--jac MODULE:FUNCTION`` checks a hand-written Jacobian (the gradient of a scalar
+function) instead of funcdiff's, and ``--hess MODULE:FUNCTION`` (with ``--order 2``) a
+hand-written Hessian; the function then only needs to run on ndarrays.
+
+Exit status (:data:`EXIT_CODES`): 0 if nothing failed (inconclusive elements, e.g.
+kinks, do not fail), 1 if a derivative disagrees with finite differences, 2 for bad
+command-line arguments, 3 if the function (or ``--jac``/``--hess``) could not be
+loaded, raised, or returned something that is not real numbers. Errors are one line
+on stderr.
 """
 
 from __future__ import annotations
@@ -35,13 +41,26 @@ import numpy as np
 
 from funcdiff.check import DerivativeReport, check_derivatives
 
-__all__ = ["main", "parse_values", "load_function"]
+__all__ = ["EXIT_CODES", "main", "parse_values", "load_function"]
 
 PROG = "funcdiff"
+
+EXIT_PASS, EXIT_MISMATCH, EXIT_USAGE, EXIT_FUNCTION = 0, 1, 2, 3
+EXIT_CODES = {
+    EXIT_PASS: "every derivative agrees (inconclusive elements, e.g. kinks, do not fail)",
+    EXIT_MISMATCH: "a derivative disagrees with finite differences",
+    EXIT_USAGE: "bad command-line arguments",
+    EXIT_FUNCTION: "the function (or --jac/--hess) could not be loaded, raised, or "
+    "returned something other than real numbers",
+}
 
 
 class UsageError(Exception):
     """A bad command-line argument: reported on one line, exit status 2."""
+
+
+class FunctionError(Exception):
+    """The user's function could not be loaded or raised: one line, exit status 3."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -60,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
         "check",
         help="check MODULE:FUNCTION at given points",
         description="Check the derivatives of MODULE:FUNCTION at the point given by --at.",
+        epilog="exit status:\n"
+        + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     check.add_argument(
         "function",
@@ -86,6 +108,19 @@ def _parser() -> argparse.ArgumentParser:
         choices=("central", "richardson", "complex-step"),
         default="central",
         help="finite-difference method (default central)",
+    )
+    check.add_argument(
+        "--jac",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="check this hand-written Jacobian (gradient of a scalar function) instead of "
+        "funcdiff's; it takes the same arguments as the function",
+    )
+    check.add_argument(
+        "--hess",
+        metavar="MODULE:FUNCTION",
+        default=None,
+        help="with --order 2: check this hand-written Hessian of a scalar function",
     )
     check.add_argument("--rtol", type=float, default=None, help="relative tolerance")
     check.add_argument("--atol", type=float, default=None, help="absolute tolerance")
@@ -175,7 +210,7 @@ def load_function(spec: str) -> tuple[Callable[..., Any], str]:
         raise UsageError(f"expected MODULE:FUNCTION (for example mymodule:loss), got {spec!r}")
     if module_part.endswith(".py") or os.sep in module_part or "/" in module_part:
         if not os.path.isfile(module_part):
-            raise UsageError(f"cannot import {module_part!r}: no such file")
+            raise FunctionError(f"cannot import {module_part!r}: no such file")
         name = os.path.splitext(os.path.basename(module_part))[0]
         try:
             loader_spec = importlib.util.spec_from_file_location(name, module_part)
@@ -184,7 +219,7 @@ def load_function(spec: str) -> tuple[Callable[..., Any], str]:
             module = importlib.util.module_from_spec(loader_spec)
             loader_spec.loader.exec_module(module)
         except Exception as exc:  # noqa: BLE001
-            raise UsageError(
+            raise FunctionError(
                 f"importing {module_part!r} failed: {type(exc).__name__}: {exc}"
             ) from None
     else:
@@ -196,21 +231,21 @@ def load_function(spec: str) -> tuple[Callable[..., Any], str]:
         except ModuleNotFoundError as exc:
             missing = exc.name or ""
             if module_part == missing or module_part.startswith(missing + "."):
-                raise UsageError(
+                raise FunctionError(
                     f"cannot import module {module_part!r}: no module named {missing!r}"
                 ) from None
-            raise UsageError(f"importing module {module_part!r} failed: {exc}") from None
+            raise FunctionError(f"importing module {module_part!r} failed: {exc}") from None
         except Exception as exc:  # noqa: BLE001
-            raise UsageError(
+            raise FunctionError(
                 f"importing module {module_part!r} failed: {type(exc).__name__}: {exc}"
             ) from None
     obj: Any = module
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise UsageError(f"module {module_part!r} has no attribute {attr!r}")
+            raise FunctionError(f"module {module_part!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise UsageError(f"{spec!r} is not callable (it is a {type(obj).__name__})")
+        raise FunctionError(f"{spec!r} is not callable (it is a {type(obj).__name__})")
     return obj, spec
 
 
@@ -257,7 +292,7 @@ def _probe(func: Callable[..., Any], spec: str, values: Sequence[np.ndarray]) ->
                 out = call([tensor(v) for v in values])
         except Exception:  # noqa: BLE001
             shapes = ", ".join(str(v.shape) for v in values)
-            raise UsageError(
+            raise FunctionError(
                 f"calling {spec} at the given --at values (shapes {shapes}) raised "
                 f"{type(exc).__name__}: {exc}".replace("\n", " ")
             ) from None
@@ -269,7 +304,7 @@ def _probe(func: Callable[..., Any], spec: str, values: Sequence[np.ndarray]) ->
         except Exception:  # noqa: BLE001
             kind = "O"
         if kind not in "biuf":
-            raise UsageError(
+            raise FunctionError(
                 f"{spec} returned {type(o).__name__}; it must return numbers or "
                 "arrays of real numbers"
             )
@@ -294,8 +329,14 @@ def _run_check(args: argparse.Namespace) -> int:
         value = getattr(args, name)
         if value is not None and not value >= 0:
             raise UsageError(f"--{name} must be a non-negative number, got {value}")
+    if args.hess and args.order != 2:
+        raise UsageError("--hess checks second derivatives: add --order 2")
+    if args.jac and args.order == 2 and not args.hess:
+        raise UsageError("--order 2 with --jac needs --hess (the Hessian to check)")
     values = [parse_values(v) for v in args.at]
     func, spec = load_function(args.function)
+    jac = load_function(args.jac)[0] if args.jac else None
+    hess = load_function(args.hess)[0] if args.hess else None
     _check_arity(func, spec, len(values))
     _probe(func, spec, values)
     try:
@@ -308,13 +349,15 @@ def _run_check(args: argparse.Namespace) -> int:
             atol=args.atol,
             fast_mode=args.fast,
             seed=args.seed,
+            jac=jac,
+            hess=hess,
         )
     except ValueError as exc:
         if args.method == "complex-step" and "complex" in str(exc):
             raise UsageError(str(exc).replace("\n", " ")) from None
-        return _fail(f"could not check {spec}: {exc}")
+        raise FunctionError(f"could not check {spec}: {exc}") from None
     except Exception as exc:  # noqa: BLE001  (one line instead of a traceback)
-        return _fail(f"could not check {spec}: {type(exc).__name__}: {exc}")
+        raise FunctionError(f"could not check {spec}: {type(exc).__name__}: {exc}") from None
     payload = report.to_dict() if args.json else None
     if args.json:
         print(json.dumps(payload, indent=2, allow_nan=False))
@@ -327,12 +370,7 @@ def _run_check(args: argparse.Namespace) -> int:
             f"step sweep of {sweep.label} at {sweep.element} written to {args.plot}",
             file=sys.stderr if args.json else sys.stdout,
         )
-    return 0 if report.ok else 1
-
-
-def _fail(message: str) -> int:
-    print(f"{PROG}: error: {message}".replace("\n", " "), file=sys.stderr)
-    return 1
+    return EXIT_PASS if report.ok else EXIT_MISMATCH
 
 
 # ---------------------------------------------------------------------- the demonstration
@@ -482,7 +520,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_demo()
     except UsageError as exc:
         print(f"{PROG}: error: {exc}".replace("\n", " "), file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except FunctionError as exc:
+        print(f"{PROG}: error: {exc}".replace("\n", " "), file=sys.stderr)
+        return EXIT_FUNCTION
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, as Unix tools do.
         try:

@@ -64,6 +64,43 @@ FUNCS = textwrap.dedent(
         return "text"
 
 
+    def loss_grad(x, y):
+        return np.cos(x) * y ** 2, 2 * np.sin(x) * y
+
+
+    def rosen_grad(x):
+        from scipy.optimize import rosen_der
+
+        return rosen_der(x)
+
+
+    def rosen_grad_wrong(x):
+        g = rosen_grad(x)
+        g[2] *= 1.01
+        return g
+
+
+    def rosen_hess(x):
+        from scipy.optimize import rosen_hess as h
+
+        return h(x)
+
+
+    def rosen_untraceable(x):
+        return float(sum(100.0 * (float(b) - float(a) ** 2) ** 2 + (1 - float(a)) ** 2
+                         for a, b in zip(x[:-1], x[1:])))
+
+
+    def grad_wrong_shape(x):
+        return np.zeros(len(x) + 1)
+
+
+    def raises_in_check(x):
+        if not np.array_equal(x, np.array([0.5, 1.5, 2.5])):
+            raise RuntimeError("only at the check point")
+        return np.sum(x ** 2)
+
+
     NOT_CALLABLE = 3
     """
 )
@@ -104,28 +141,36 @@ def test_failure_names_the_worst_element(workdir) -> None:
 @pytest.mark.parametrize(
     "args, message",
     [
-        (
-            ["check", "no_such_module_xyz:f", "--at", "1"],
-            "cannot import module 'no_such_module_xyz'",
-        ),
-        (["check", "cli_funcs:nope", "--at", "1"], "has no attribute 'nope'"),
-        (["check", "cli_funcs:NOT_CALLABLE", "--at", "1"], "is not callable (it is a int)"),
         (["check", "cli_funcs", "--at", "1"], "expected MODULE:FUNCTION"),
-        (["check", "missing_file.py:f", "--at", "1"], "no such file"),
         (["check", "cli_funcs:rosen", "--at", "1,abc"], "cannot parse as numbers"),
         (["check", "cli_funcs:rosen", "--at", "[1, 2"], "not valid JSON"),
         (["check", "cli_funcs:rosen", "--at", "[[1, 2], [3]]"], "ragged"),
         (["check", "cli_funcs:rosen", "--at", '["a", "b"]'], "only numbers"),
         (["check", "cli_funcs:rosen", "--at", "1,nan"], "finite"),
         (["check", "cli_funcs:rosen", "--at", "missing.npy"], "no such .npy file"),
-        (["check", "cli_funcs:needs_three", "--at", "1,2"], "raised ValueError"),
         (["check", "cli_funcs:loss", "--at", "1,2"], "takes 2 positional argument(s) (x, y)"),
         (["check", "cli_funcs:rosen"], "--at"),
         (["check", "cli_funcs:rosen", "--at", "1,2", "--order", "3"], "invalid choice"),
         (["check", "cli_funcs:rosen", "--at", "1,2", "--method", "five"], "invalid choice"),
         (["check", "cli_funcs:rosen", "--at", "1,2", "--plot", "no/dir/x.png"], "does not exist"),
         (["frobnicate"], "invalid choice"),
-        (["check", "cli_funcs:returns_text", "--at", "1"], "returned str"),
+        (
+            ["check", "cli_funcs:rosen", "--at", "1,2", "--hess", "cli_funcs:rosen_hess"],
+            "add --order 2",
+        ),
+        (
+            [
+                "check",
+                "cli_funcs:rosen",
+                "--at",
+                "1,2",
+                "--order",
+                "2",
+                "--jac",
+                "cli_funcs:rosen_grad",
+            ],
+            "needs --hess",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line(workdir, args, message) -> None:
@@ -135,6 +180,95 @@ def test_bad_arguments_exit_2_with_one_line(workdir, args, message) -> None:
     assert len(lines) == 1, proc.stderr
     assert lines[0].startswith("funcdiff: error: ") and message in lines[0]
     assert proc.stdout == ""
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["check", "no_such_module_xyz:f", "--at", "1"],
+            "cannot import module 'no_such_module_xyz'",
+        ),
+        (["check", "cli_funcs:nope", "--at", "1"], "has no attribute 'nope'"),
+        (["check", "cli_funcs:NOT_CALLABLE", "--at", "1"], "is not callable (it is a int)"),
+        (["check", "missing_file.py:f", "--at", "1"], "no such file"),
+        (["check", "cli_funcs:needs_three", "--at", "1,2"], "raised ValueError"),
+        (["check", "cli_funcs:returns_text", "--at", "1"], "returned str"),
+        (["check", "cli_funcs:raises_in_check", "--at", "0.5,1.5,2.5"], "only at the check point"),
+        (["check", "cli_funcs:rosen", "--at", "1,2", "--jac", "cli_funcs:nope"], "no attribute"),
+        (
+            ["check", "cli_funcs:rosen", "--at", "1,2", "--jac", "cli_funcs:grad_wrong_shape"],
+            "jac returned an array of shape (3,) for df/dx at the check point; expected (2,)",
+        ),
+    ],
+)
+def test_function_errors_exit_3_with_one_line(workdir, args, message) -> None:
+    proc = run(*args, cwd=workdir)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("funcdiff: error: ") and message in lines[0]
+    assert proc.stdout == ""
+
+
+def test_help_lists_the_exit_codes(workdir) -> None:
+    proc = run("check", "--help", cwd=workdir)
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    assert "exit status:" in text
+    for code, meaning in [
+        (0, "every derivative agrees"),
+        (1, "a derivative disagrees"),
+        (2, "bad command-line arguments"),
+        (3, "the function (or --jac/--hess) could not be loaded, raised"),
+    ]:
+        assert f"{code} {meaning}" in text
+    assert "--jac MODULE:FUNCTION" in proc.stdout and "--hess MODULE:FUNCTION" in proc.stdout
+
+
+def test_hand_written_gradient_and_hessian(workdir) -> None:
+    at = ["--at", "0.5,1.5,2.5,-0.3"]
+    proc = run(
+        "check", "cli_funcs:rosen_untraceable", *at, "--jac", "cli_funcs:rosen_grad", cwd=workdir
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Derivative check of rosen_untraceable (jac: rosen_grad): PASS" in proc.stdout
+    proc = run(
+        "check",
+        "cli_funcs:rosen_untraceable",
+        *at,
+        "--jac",
+        "cli_funcs:rosen_grad_wrong",
+        cwd=workdir,
+    )
+    assert proc.returncode == 1 and "FAIL" in proc.stdout and "f, x[2]" in proc.stdout
+    proc = run(
+        "check",
+        "cli_funcs:rosen_untraceable",
+        *at,
+        "--order",
+        "2",
+        "--jac",
+        "cli_funcs:rosen_grad",
+        "--hess",
+        "cli_funcs:rosen_hess",
+        cwd=workdir,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(hess: rosen_hess): PASS" in proc.stdout and "d2f/dx dx" in proc.stdout
+    proc = run(
+        "check",
+        "cli_funcs:loss",
+        "--at",
+        "0.1,0.2",
+        "--at",
+        "3,4",
+        "--jac",
+        "cli_funcs:loss_grad",
+        "--fast",
+        cwd=workdir,
+    )
+    assert proc.returncode == 0 and "df/dy" in proc.stdout
 
 
 def test_default_run_is_the_demonstration(tmp_path) -> None:

@@ -28,13 +28,17 @@ How :func:`check_derivatives` differentiates numerically
 * ``fast_mode=True`` first compares each block along two random directions, with a
   Richardson-extrapolated directional difference, and passes it there only with a
   certificate that no element can be off by more than its tolerance
-  (:mod:`funcdiff.check.projection`); other blocks are re-run element-wise.
+  (:mod:`funcdiff.check.projection`); other blocks are re-run element-wise. An
+  element's tolerance there is at least the element-wise check's rounding floor
+  ``6 eps |f| / h``, so large sums still certify in a few dozen evaluations.
 * ``method="complex-step"`` evaluates ``func`` on complex ndarrays, ``Im f(x + ih)/h``,
   and cross-checks every element against central differences; where they disagree
   (``abs``, comparisons, ``conj``: code that is not analytic) central differences are
   used.
 
-The analytical side uses the engine only: ``funcdiff.grad`` with a batch of basis
+With ``jac=`` (and ``hess=``) the analytical side is the user's hand-written
+derivative, evaluated once at the check point (``hess``'s finite differences run on
+``jac`` if given); otherwise it uses the engine only: ``funcdiff.grad`` with a batch of basis
 cotangents (``is_grads_batched=True``) gives a whole Jacobian block in one backward
 pass; Hessians come from double backward; Jacobian-vector products from the
 double-backward trick.
@@ -43,7 +47,8 @@ double-backward trick.
 # Modules, each importing only from those before it in this list (sweep refers to
 # report's PairResult for type checking only): errors, values, precision, formatting
 # (shared basics); derivatives (AD on a recorded graph); targets (what is
-# differentiated); finite_differences; sweep; report; judge (one block's verdict);
+# differentiated); analytical (the derivative under test: AD or the user's jac/hess);
+# finite_differences; sweep; report; judge (one block's verdict);
 # projection (fast mode's certified projections); blocks (every block of a target);
 # consistency (checks without finite differences); derivative_check
 # (check_derivatives); gradcheck_case, gradcheck_analytical, gradcheck_fast; gradcheck

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -10,6 +11,7 @@ import numpy as np
 
 from funcdiff._tensor import tensor
 from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff.check.analytical import ADJacobian, UserGradientTarget, UserHessian, UserJacobian
 from funcdiff.check.blocks import check_blocks
 from funcdiff.check.consistency import forward_values_check, second_order_checks
 from funcdiff.check.precision import default_rtol, lowest_precision, machine_eps
@@ -35,8 +37,12 @@ def check_derivatives(
     argnums: int | Sequence[int] | None = None,
     step: float | None = None,
     top_k: int = 5,
+    jac: Callable[..., Any] | None = None,
+    hess: Callable[..., Any] | None = None,
 ) -> DerivativeReport:
-    """Compare funcdiff's derivatives of ``func`` with finite differences, element by element.
+    """Compare derivatives of ``func`` with finite differences, element by element.
+
+    The derivatives checked are funcdiff's (AD), or the user's own ``jac`` and ``hess``.
 
     Parameters
     ----------
@@ -66,7 +72,12 @@ def check_derivatives(
         random directions (seeded) first. A block passes there only if its projections
         agree with finite differences and certify that no element can be off by more
         than its tolerance (see :mod:`funcdiff.check.projection`); the others are re-run
-        element-wise, so the report still names the worst element.
+        element-wise, so the report still names the worst element. An element's
+        tolerance here is at least the rounding floor of the element-wise check,
+        ``6 eps |f| / h`` (central, ``12`` for Richardson): for a large ``|f|`` (a sum
+        of many terms) no difference quotient at the element-wise step ``h`` resolves
+        less, and a note gives the floor wherever it was used. A certified block costs
+        a few dozen evaluations at any size.
     seed : int
         Seed of the random directions and weights.
     argnums : int or sequence of int, optional
@@ -75,6 +86,26 @@ def check_derivatives(
         Relative step ``c`` (``h = c*max(|x|, 1)`` or ``c*|x|``); default by dtype.
     top_k : int
         How many of the worst elements to keep per block.
+    jac : callable, optional
+        A hand-written Jacobian to check instead of funcdiff's: ``jac(*inputs)`` takes
+        the same positional arguments as ``func``. For one differentiated input of shape
+        ``s`` and one output of shape ``o`` it returns an array of shape ``o + s`` (a
+        scalar ``func`` gives the gradient, shape ``s``), like
+        ``funcdiff.functional.jacobian``. With several differentiated inputs it returns a
+        tuple with one such array per input; if ``func`` returns a tuple of outputs, a
+        tuple over the outputs, each an array or a tuple over inputs (``J[i][j]``). A
+        result of the wrong structure or shape raises a ValueError naming ``jac`` and the
+        shape expected. funcdiff's AD is not used for the first-order blocks, so ``func``
+        may be any code that runs on ndarrays, even code funcdiff cannot trace
+        (``float()`` on elements, ``scipy.integrate.quad``, compiled extensions).
+    hess : callable, optional
+        A hand-written Hessian of a scalar ``func`` (needs ``order=2``): ``hess(*inputs)``
+        returns an array of shape ``s + s`` for one differentiated input, or
+        ``H[a][b]`` of shape ``s_a + s_b`` (a tuple of tuples, like
+        ``funcdiff.functional.hessian``) for several. Its blocks are compared with
+        finite differences of ``jac`` if given, else of funcdiff's gradient (then
+        ``func`` must be traceable), and its symmetry is checked. ``order=2`` with
+        ``jac`` needs ``hess``.
 
     Returns
     -------
@@ -91,6 +122,22 @@ def check_derivatives(
     (True, 'pass')
     >>> check_derivatives(np.abs, 0.0).verdict
     'inconclusive'
+
+    A hand-written gradient, here of code that funcdiff cannot trace (``math.exp`` on
+    each element); the report names the element that is wrong:
+
+    >>> import math
+    >>> def energy(x):
+    ...     return sum(math.exp(v) for v in x)
+    >>> def energy_grad(x):
+    ...     g = np.exp(x)
+    ...     g[1] *= 1.01  # a bug in one component
+    ...     return g
+    >>> report = check_derivatives(energy, np.array([0.5, 1.0, 1.5]), jac=energy_grad)
+    >>> report.verdict, report.pairs[0].worst.label
+    ('fail', 'f, x[1]')
+    >>> report.name
+    'energy (jac: energy_grad)'
     """
     start = time.perf_counter()
     if order not in (1, 2):
@@ -103,22 +150,48 @@ def check_derivatives(
         raise ValueError(f"atol must be a non-negative number, got {atol!r}")
     if step is not None and not step > 0:
         raise ValueError(f"step must be a positive number, got {step!r}")
+    if hess is not None and order != 2:
+        raise ValueError("hess= gives second derivatives: pass order=2 to check them (got order=1)")
+    if jac is not None and order == 2 and hess is None:
+        raise ValueError(
+            "order=2 with jac= needs hess= too: the Hessian blocks compare a hand-written "
+            "hess with finite differences of jac"
+        )
     problem = Problem(func, inputs, argnums)
     rng = np.random.default_rng(seed)
     first = FirstOrderTarget(problem)
-    ins = [tensor(x, requires_grad=True) for x in problem.x0]
-    with enable_grad():
-        raw = problem.call(ins)
-    first.setup(raw)
-    ad_outs = [raw[k] for k in first.positions]
-    notes = list(first.notes)
+    notes: list[str] = []
     checks: list[ConsistencyCheck] = []
+    name = problem.name
+    if jac is not None:
+        # The hand-written Jacobian is the derivative under test: func runs on plain
+        # ndarrays only, and funcdiff's AD is not used for the first-order blocks.
+        raw = problem.call([np.array(x, copy=True) for x in problem.x0])
+        first.setup(raw)
+        if not first.numpy_path:
+            raise ValueError(
+                f"with jac=, {problem.name} must run on plain ndarrays; {first.notes[-1]}"
+            )
+        analytical: Any = UserJacobian(jac, problem, first)
+        name = f"{problem.name} (jac: {analytical.name})"
+        notes.append(
+            f"jac: {analytical.name}: the hand-written Jacobian was checked (funcdiff's AD "
+            "was not used for the first-order blocks)"
+        )
+    else:
+        ins = [tensor(x, requires_grad=True) for x in problem.x0]
+        with enable_grad():
+            raw = problem.call(ins)
+        first.setup(raw)
+        ad_outs = [raw[k] for k in first.positions]
+        analytical = ADJacobian(ad_outs, ins)
+    notes = list(first.notes) + notes
     dtype = lowest_precision([x.dtype for x in problem.x0] + first.out_dtypes)
     eps = machine_eps(dtype)
 
     f0 = first.fd_eval(problem.x0)
     first.nfev -= 1
-    if first.primal_numpy is not None:
+    if jac is None and first.primal_numpy is not None:
         ad_vals = [np.asarray(as_array(o), dtype=np.float64) for o in ad_outs]
         checks.append(forward_values_check(ad_vals, f0, eps))
 
@@ -126,11 +199,45 @@ def check_derivatives(
         probe_complex(first, problem.x0)
 
     with enable_grad():
-        pairs = check_blocks(
-            first, ad_outs, ins, method, rtol, atol, fast_mode, rng, step, top_k, f0
-        )
+        pairs = check_blocks(first, analytical, method, rtol, atol, fast_mode, rng, step, top_k, f0)
     nfev = first.nfev
-    if order == 2:
+    if order == 2 and hess is not None:
+        if first.out_shapes != [()] or first.n_outputs != 1:
+            raise ValueError(
+                f"hess= needs {problem.name} to return one scalar, got outputs of shapes "
+                f"{first.out_shapes}"
+            )
+        user_hess = UserHessian(hess, problem)
+        if jac is not None:
+            second: Any = UserGradientTarget(problem, first, analytical)
+            source = f"finite differences of jac ({analytical.name})"
+        else:
+            second = SecondOrderTarget(problem, first, [None])
+            source = "finite differences of funcdiff's gradient"
+        name += f" (hess: {user_hess.name})"
+        notes.append(
+            f"hess: {user_hess.name}: the hand-written Hessian was checked against {source}"
+        )
+        with enable_grad():
+            g0 = second.fd_eval(problem.x0)
+            second.nfev -= 1
+            pairs += check_blocks(
+                second, user_hess, method, rtol, atol, fast_mode, rng, step, top_k, g0
+            )
+        worst, big = user_hess.asymmetry()
+        tol = math.sqrt(eps) * big
+        checks.append(
+            ConsistencyCheck(
+                "hess symmetry max|H - H^T|",
+                worst,
+                0.0,
+                worst,
+                tol,
+                "pass" if worst <= tol else "fail",
+            )
+        )
+        nfev += second.nfev
+    elif order == 2:
         weights = []
         for o in ad_outs:
             shape = np.shape(as_array(o))
@@ -154,12 +261,21 @@ def check_derivatives(
             g0 = second.fd_eval(problem.x0)
             second.nfev -= 1
             pairs += check_blocks(
-                second, outs2, ins2, method, rtol, atol, fast_mode, rng, step, top_k, g0
+                second,
+                ADJacobian(outs2, ins2),
+                method,
+                rtol,
+                atol,
+                fast_mode,
+                rng,
+                step,
+                top_k,
+                g0,
             )
             checks.extend(second_order_checks(second, ad_outs, ins, outs2, ins2, rng, eps))
         nfev += second.nfev
     return DerivativeReport(
-        name=problem.name,
+        name=name,
         order=order,
         method=method,
         dtype=dtype,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -103,33 +103,42 @@ def difference_quotients(
     fvals: dict, f0: np.ndarray, dx: dict, t: float, method: str, row_eps: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Difference quotients from values at x + o*t (o in +-1, +-2, +-4) and their estimates."""
+    # Values of f at the probing steps may be inf or nan (a step left the domain): the
+    # quotients are then inf or nan and judged as such; NumPy's warnings about this
+    # arithmetic are the checker's, not the user's, and stay here.
+    with np.errstate(all="ignore"):
+        return _quotients(fvals, f0, dx, t, method, row_eps)
+
+
+def _quotients(
+    fvals: dict, f0: np.ndarray, dx: dict, t: float, method: str, row_eps: np.ndarray
+) -> dict[str, np.ndarray]:
     c1 = (fvals[1] - fvals[-1]) / (dx[1] - dx[-1])
     c2 = (fvals[2] - fvals[-2]) / (dx[2] - dx[-2])
     fw1 = (fvals[1] - f0) / dx[1]
     bw1 = (f0 - fvals[-1]) / (-dx[-1])
     fw2 = (fvals[2] - f0) / dx[2]
     bw2 = (f0 - fvals[-2]) / (-dx[-2])
-    with np.errstate(invalid="ignore", over="ignore"):
-        fmax = np.maximum.reduce([np.abs(f0)] + [np.abs(v) for v in fvals.values()])
-        noise = row_eps * fmax / t
-        diff12 = np.abs(c1 - c2)
-        central_est = diff12 + 2.0 * noise
-        # For a smooth f, F - B = h f'' + O(h^3) doubles with h; at a kink it stays at
-        # the jump of the slope. Require both a large and a scale-free signature.
-        gap1, gap2 = fw1 - bw1, fw2 - bw2
-        kink = np.abs(2.0 * gap1 - gap2)
-        kink_floor = np.maximum(
-            10.0 * noise + FD_TRUST_FACTOR * diff12,
-            0.25 * np.maximum(np.abs(gap1), np.abs(gap2)),
-        )
-        if method == "richardson":
-            c4 = (fvals[4] - fvals[-4]) / (dx[4] - dx[-4])
-            ra = (4.0 * c1 - c2) / 3.0
-            rb = (4.0 * c2 - c4) / 3.0
-            r = (16.0 * ra - rb) / 15.0
-            value, est = r, np.abs(r - ra) + 4.0 * noise
-        else:
-            value, est = c1, central_est
+    fmax = np.maximum.reduce([np.abs(f0)] + [np.abs(v) for v in fvals.values()])
+    noise = row_eps * fmax / t
+    diff12 = np.abs(c1 - c2)
+    central_est = diff12 + 2.0 * noise
+    # For a smooth f, F - B = h f'' + O(h^3) doubles with h; at a kink it stays at
+    # the jump of the slope. Require both a large and a scale-free signature.
+    gap1, gap2 = fw1 - bw1, fw2 - bw2
+    kink = np.abs(2.0 * gap1 - gap2)
+    kink_floor = np.maximum(
+        10.0 * noise + FD_TRUST_FACTOR * diff12,
+        0.25 * np.maximum(np.abs(gap1), np.abs(gap2)),
+    )
+    if method == "richardson":
+        c4 = (fvals[4] - fvals[-4]) / (dx[4] - dx[-4])
+        ra = (4.0 * c1 - c2) / 3.0
+        rb = (4.0 * c2 - c4) / 3.0
+        r = (16.0 * ra - rb) / 15.0
+        value, est = r, np.abs(r - ra) + 4.0 * noise
+    else:
+        value, est = c1, central_est
     return {
         "value": value,
         "est": est,
@@ -171,8 +180,11 @@ def elementwise_differences(
     base: float,
     row_eps: np.ndarray,
     rtol: float,
+    columns: Sequence[int] | None = None,
 ) -> dict[str, np.ndarray]:
     """Numerical Jacobian columns of ``target`` w.r.t. input ``j``, element by element.
+
+    With ``columns``, only those elements are differenced (the other columns stay 0).
 
     Returns the :data:`FIELDS` with shape ``(m, n)``: m = all outputs' elements
     concatenated. Each (row, element) keeps the step whose error estimate is smallest:
@@ -226,7 +238,7 @@ def elementwise_differences(
         r = np.where(np.isfinite(r), r, 1e300)
         return float(np.exp(np.mean(np.log(np.maximum(r, 1e-300)))))
 
-    for k in range(n):
+    for k in range(n) if columns is None else columns:
         xk = flat[k]
         best = None
         for sc in _scale_candidates(float(xk), typical):

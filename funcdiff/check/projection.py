@@ -40,12 +40,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
-from funcdiff.check.derivatives import vjp
+from funcdiff.check.analytical import Analytical
 from funcdiff.check.finite_differences import evaluate_input, power_of_two, typical_magnitude
 from funcdiff.check.precision import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
 from funcdiff.check.targets import Target
@@ -60,8 +58,13 @@ _BUDGET = 200
 _MAX_LEVELS = 24
 # Halvings without a better bound after which a scaling's ladder stops.
 _STALL = 4
+# Bisection of a mismatch stops at this many elements, which are checked element-wise.
+_LEAF = 4
 # How much larger than the bound the smallest element shift must be to certify.
 _CERTIFY_MARGIN = 2.0
+# The element-wise check fails an element only beyond FD_TRUST_FACTOR times an error
+# estimate that holds 2 (central) or 4 (Richardson) times the rounding term eps |f| / h.
+_FLOOR_FACTOR = {"central": 2.0 * FD_TRUST_FACTOR, "richardson": 4.0 * FD_TRUST_FACTOR}
 
 
 @dataclass
@@ -70,6 +73,7 @@ class ProjectionOutcome:
 
     certified: bool
     note: str
+    suspects: list[int] | None = None  # elements a bisection of the mismatch led to
 
 
 @dataclass
@@ -100,7 +104,7 @@ class _Probe:
         for q, m in enumerate(fm.sizes):
             v = None if m == 1 else _weights(rng, m)
             cot = np.ones(fm.out_shapes[q]) if v is None else v.reshape(fm.out_shapes[q])
-            (g,) = vjp([fm.ad_outs[q]], [fm.ins[fm.j]], [cot])
+            g = fm.analytical.vjp(q, fm.j, cot)
             self.v.append(v)
             self.vj.append(np.asarray(g, dtype=np.float64).ravel())
 
@@ -112,29 +116,40 @@ class _Along:
         self.fm = fm
         self.probe = probe
         self.d = probe.w * scaling
-        self.a = np.array([float(vj @ self.d) for vj in probe.vj])
+        self.a = np.array([_dot(vj, self.d) for vj in probe.vj])
         self.scale = np.array([float(np.sum(np.abs(vj * self.d))) for vj in probe.vj])
         self.points: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.p0 = np.array([fm.project(probe, q, fm.f0) for q in range(fm.nq)])
         self.n0 = np.array([fm.noise_of(probe, q, fm.f0) for q in range(fm.nq)])
         self.sens = np.zeros(fm.nq)
+        self.strict = np.zeros(fm.nq)
         self._sens_ready = False
 
     def sensitivity(self) -> np.ndarray:
-        """Per output: the least shift of the projection by an element off by its tolerance."""
+        """Per output: the least shift of the projection by an element off by its tolerance.
+
+        An element's tolerance here is at least the rounding floor of the element-wise
+        check (:meth:`_FastMode.floor_of`); :attr:`strict` holds the shifts without it.
+        """
         if not self._sens_ready:
             fm = self.fm
             ad = np.abs(self.d)
+            self.strict = np.zeros(fm.nq)
             for q in range(fm.nq):
                 if fm.sizes[q] == 0:
                     continue
                 at = fm.atol_of(q)
+                floor = fm.floor_of(q)
                 v = self.probe.v[q]
                 if v is None:
-                    tol = at + fm.rt[q] * np.abs(self.probe.vj[q])
-                    self.sens[q] = float(np.min(ad * tol))
+                    rel = fm.rt[q] * np.abs(self.probe.vj[q])
+                    self.strict[q] = float(np.min(ad * (at + rel)))
+                    self.sens[q] = float(np.min(ad * (np.maximum(at, floor[0] / fm.steps) + rel)))
                 else:
-                    self.sens[q] = float(np.min(np.abs(v)) * np.min(ad) * at)
+                    # Each row's floor at the longest default step: never above the true one.
+                    row_at = np.maximum(at, floor / float(np.max(fm.steps)))
+                    self.strict[q] = float(np.min(np.abs(v)) * np.min(ad) * at)
+                    self.sens[q] = float(np.min(np.abs(v) * row_at) * np.min(ad))
             self._sens_ready = True
         return self.sens
 
@@ -158,7 +173,7 @@ class _Along:
             vals, noise, finite = [], [], []
             for q in range(fm.nq):
                 part = rows[fm.slices[q]]
-                vals.append(fm.project(self.probe, q, rows) - float(self.probe.vj[q] @ moved))
+                vals.append(fm.project(self.probe, q, rows) - _dot(self.probe.vj[q], moved))
                 noise.append(fm.noise_of(self.probe, q, rows))
                 finite.append(bool(np.all(np.isfinite(part))))
             if fm.first_rows is None and np.all(np.isfinite(rows)):
@@ -238,18 +253,18 @@ class _FastMode:
     def __init__(
         self,
         target: Target,
-        ad_outs: list[Any],
-        ins: list[Tensor],
+        analytical: Analytical,
         j: int,
         row_eps: np.ndarray,
         f0: list[np.ndarray],
         rtol: float | None,
         atol: float | None,
         base: float,
+        fd_method: str,
+        fd_base: float,
     ) -> None:
         self.target = target
-        self.ad_outs = ad_outs
-        self.ins = ins
+        self.analytical = analytical
         self.j = j
         self.x = target.problem.x0[j]
         self.xf = self.x.ravel().astype(np.float64)
@@ -269,11 +284,39 @@ class _FastMode:
         self.t0 = power_of_two(base)
         self.spent = 0
         self.first_rows: np.ndarray | None = None
+        # The element-wise check's default step for each element, and the multiple of
+        # the rounding term ``eps |f| / h`` below which it cannot fail an element there.
+        self.steps = _default_steps(self.xf, fd_base)
+        self.floor_factor = _FLOOR_FACTOR.get(fd_method, 0.0)
+
+    def floor_of(self, q: int) -> np.ndarray:
+        """``c eps_i |f_i|`` per row of output ``q``; divided by a step: the rounding floor.
+
+        The element-wise check fails an element only where ``|AD - FD|`` exceeds
+        ``FD_TRUST_FACTOR`` times its error estimate, which holds the rounding term
+        ``2 eps |f| / h`` (central) or ``4 eps |f| / h`` (Richardson): a smaller error
+        cannot fail there at its default step ``h``. ``|f|`` is the row at the check
+        point, so the floor never exceeds the element-wise one. The complex step has no
+        such floor (it does not subtract values of ``f``).
+        """
+        part = np.abs(self.f0[self.slices[q]]) * self.row_eps[self.slices[q]]
+        with np.errstate(all="ignore"):
+            return np.nan_to_num(self.floor_factor * part, nan=0.0, posinf=0.0)
+
+    def floor_note(self, q: int) -> str:
+        """How the rounding floor entered the tolerance of output ``q``'s elements."""
+        floor = float(np.max(self.floor_of(q), initial=0.0)) / float(np.max(self.steps))
+        return (
+            f"tolerance raised to the rounding floor {self.floor_factor:g}*eps*|f|/h = "
+            f"{floor:.2g} where larger than atol (h the element-wise step, |f| = "
+            f"{float(np.max(np.abs(self.f0[self.slices[q]]), initial=0.0)):.3g}): below it "
+            "finite differences of f at that step see rounding only"
+        )
 
     def project(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
         part = rows[self.slices[q]]
         v = probe.v[q]
-        return float(part[0]) if v is None else float(v @ part)
+        return float(part[0]) if v is None else _dot(v, part)
 
     def noise_of(self, probe: _Probe, q: int, rows: np.ndarray) -> float:
         """Rounding of the projected value: the rows' rounding errors add like random ones."""
@@ -297,7 +340,7 @@ class _FastMode:
                 cot = np.zeros(self.sizes[q])
                 cot[int(np.argmax(part))] = 1.0
                 cot = cot.reshape(shape)
-            (g,) = vjp([self.ad_outs[q]], [self.ins[self.j]], [cot])
+            g = self.analytical.vjp(q, self.j, cot)
             g = np.abs(np.asarray(g, dtype=np.float64))
             big = float(np.max(g[np.isfinite(g)], initial=0.0))
             self._at[q] = math.sqrt(self.eps[q]) * big
@@ -324,8 +367,7 @@ class _FastMode:
 
 def project_blocks(
     target: Target,
-    ad_outs: list[Any],
-    ins: list[Tensor],
+    analytical: Analytical,
     j: int,
     row_eps: np.ndarray,
     f0: list[np.ndarray],
@@ -333,18 +375,31 @@ def project_blocks(
     rtol: float | None,
     atol: float | None,
     base: float,
+    fd_method: str,
+    fd_base: float,
 ) -> list[ProjectionOutcome]:
     """Fast mode for input ``j``: per output, a certified pass or why to re-run element-wise.
 
-    ``base`` is the relative step at which the ladder of steps starts.
+    ``base`` is the relative step at which the ladder of steps starts; ``fd_method`` and
+    ``fd_base`` are the element-wise check's method and relative step, which set the
+    rounding floor of the element tolerances.
     """
-    fm = _FastMode(target, ad_outs, ins, j, row_eps, f0, rtol, atol, base)
+    fm = _FastMode(target, analytical, j, row_eps, f0, rtol, atol, base, fd_method, fd_base)
+    # Projections of values at far steps may overflow; every figure is tested for
+    # finiteness, so NumPy's warnings about it are the checker's and stay here.
+    with np.errstate(all="ignore"):
+        return _project(fm, rng)
+
+
+def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]:
+    """The ladder of steps along the first direction, then the second direction."""
     nq = fm.nq
     budget = min(_BUDGET, 2 * fm.n)
     status: list[str | None] = [None] * nq  # None: undecided; "pass", "off", "kink"
     notes = ["no step along a random direction gave a difference quotient to trust"] * nq
     first = _Probe(fm, rng)
     second: _Probe | None = None
+    flagged: dict[int, tuple[np.ndarray, int, _Probe]] = {}
     for name, scaling in fm.scalings():
         if all(s is not None for s in status) or fm.spent >= budget:
             break
@@ -382,9 +437,16 @@ def project_blocks(
                     notes[q] = f"mismatch ({name} scaling): {info}"
                     if streak[q] >= 2:
                         status[q] = "off"
+                        flagged[q] = (scaling, k, first)
                 elif verdict["certified"][q]:
                     certified_at.setdefault(k, []).append(q)
-                    firsts[q] = (verdict["mismatch"][q], verdict["bound"][q], along.sens[q])
+                    floored = _CERTIFY_MARGIN * verdict["bound"][q] > along.strict[q]
+                    firsts[q] = (
+                        verdict["mismatch"][q],
+                        verdict["bound"][q],
+                        along.sens[q],
+                        floored,
+                    )
                 else:
                     streak[q] = kinks[q] = 0
                     if "mismatch" not in notes[q] and verdict["bound"][q] < best[q]:
@@ -404,23 +466,66 @@ def project_blocks(
                 info = again.describe(q, lv, verdict)
                 if verdict["certified"][q]:
                     status[q] = "pass"
-                    m1, b1, s1 = firsts[q]
+                    m1, b1, s1, floored = firsts[q]
                     m2, b2, s2 = verdict["mismatch"][q], verdict["bound"][q], again.sens[q]
+                    floored = floored or _CERTIFY_MARGIN * b2 > again.strict[q]
                     notes[q] = (
                         f"fast mode: certified along 2 random directions ({name} scaling, "
                         f"step {lv.t:.3g}): |v^T J d - FD| = {m1:.2g}, {m2:.2g} within bounds "
                         f"{b1:.2g}, {b2:.2g}; an element off by its tolerance would move "
                         f"v^T J d by >= {min(s1, s2):.2g}"
                     )
+                    if floored:
+                        notes[q] += "; " + fm.floor_note(q)
                 elif verdict["off"][q]:
                     status[q] = "off"
+                    flagged[q] = (scaling, k, second)
                     notes[q] = f"mismatch along a second direction ({name} scaling): {info}"
                 elif verdict["kink"][q]:
                     status[q] = "kink"
                     notes[q] = f"kink along a second direction ({name} scaling): {info}"
                 else:
                     notes[q] = f"second direction could not certify ({name} scaling): {info}"
-    return [ProjectionOutcome(status[q] == "pass", notes[q]) for q in range(nq)]
+    outcomes = [ProjectionOutcome(status[q] == "pass", notes[q]) for q in range(nq)]
+    for q, (scaling, k, probe) in flagged.items():
+        outcomes[q].suspects = _bisect(fm, q, scaling, k, probe)
+    return outcomes
+
+
+def _bisect(fm: _FastMode, q: int, scaling: np.ndarray, k: int, probe: _Probe) -> list[int] | None:
+    """Halve the support of the direction that showed a mismatch, down to a few elements.
+
+    ``v^T J d`` is linear in ``d``: if the half of the direction on one half of the
+    elements still shows a mismatch, a wrong element is there; if it does not, the
+    other half holds one. Each halving costs 8 evaluations at the step that showed the
+    mismatch. None if a half gives no trustworthy quotient, or past the budget; the
+    element-wise check of the suspects decides (others may be wrong too).
+    """
+    idx = np.arange(fm.n)
+    limit = fm.spent + 8 * (int(np.ceil(np.log2(max(fm.n, 2)))) + 1)
+    while idx.size > _LEAF:
+        half = idx[: idx.size // 2]
+        mask = np.zeros(fm.n)
+        mask[half] = 1.0
+        along = _Along(fm, probe, scaling * mask)
+        verdict = along.judge(along.level(k), along.level(k - 1))
+        if not verdict["valid"][q] or verdict["kink"][q] or fm.spent > limit:
+            return None
+        idx = half if verdict["off"][q] else idx[idx.size // 2 :]
+    return [int(i) for i in idx]
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """``a . b`` by a pairwise sum of the products: a BLAS dot of long vectors may run a
+    generic kernel tens of times slower than the product and sum (and is no more exact)."""
+    return float(np.sum(a * b))
+
+
+def _default_steps(xf: np.ndarray, fd_base: float) -> np.ndarray:
+    """``power_of_two(fd_base * max(|x|, 1))`` for every element, vectorised."""
+    h = fd_base * np.maximum(np.abs(xf), 1.0)
+    with np.errstate(all="ignore"):
+        return np.where(np.isfinite(h) & (h > 0), 2.0 ** np.round(np.log2(h)), fd_base)
 
 
 def _flat(groups: dict[int, Sequence[int]]) -> set[int]:

@@ -23,7 +23,14 @@ from funcdiff.check.formatting import indexed_name
 from funcdiff.check.precision import complex_dtype_for, lowest_precision, machine_eps
 from funcdiff.check.values import as_array, as_list, is_float_output
 
-__all__ = ["FirstOrderTarget", "Problem", "SecondOrderTarget", "Target", "probe_complex"]
+__all__ = [
+    "FirstOrderTarget",
+    "Problem",
+    "SecondOrderTarget",
+    "Target",
+    "func_name",
+    "probe_complex",
+]
 
 
 def _param_names(func: Callable, count: int) -> list[str]:
@@ -39,7 +46,8 @@ def _param_names(func: Callable, count: int) -> list[str]:
     return [f"x{i}" for i in range(count)]
 
 
-def _func_name(func: Callable) -> str:
+def func_name(func: Callable) -> str:
+    """A short name of a callable for reports: ``loss``, ``Model.energy``, ``MyFunction.apply``."""
     owner = getattr(func, "__self__", None)
     if inspect.isclass(owner):  # MyFunction.apply, a classmethod bound to its class
         return f"{owner.__name__}.{getattr(func, '__name__', 'apply')}"
@@ -70,6 +78,9 @@ class Problem:
             raise TypeError(f"func must be callable, got {type(func).__name__}")
         self.func = func
         items = list(inputs) if isinstance(inputs, tuple) else [inputs]
+        # One input, not a tuple: a hand-written derivative gives its block bare.
+        self.single_input = not isinstance(inputs, tuple)
+        self.tuple_output = False
         if not items:
             raise ValueError("inputs is an empty tuple: give at least one input to differentiate")
         self.items = items
@@ -104,7 +115,7 @@ class Problem:
         self.x0 = x0
         names = _param_names(func, len(items))
         self.names = [names[i] for i in diff]
-        self.name = _func_name(func)
+        self.name = func_name(func)
 
     def args(self, values: Sequence[Any]) -> list:
         """The positional arguments of ``func`` with ``values`` in the differentiated places."""
@@ -114,7 +125,9 @@ class Problem:
         return args
 
     def call(self, values: Sequence[Any]) -> list:
-        return as_list(self.func(*self.args(values)))
+        result = self.func(*self.args(values))
+        self.tuple_output = isinstance(result, (tuple, list))
+        return as_list(result)
 
 
 class Target:
@@ -186,9 +199,13 @@ class FirstOrderTarget(Target):
         self.numpy_path = True
         self.notes: list[str] = []
         self.primal_numpy: list[np.ndarray] | None = None
+        self.n_outputs = 0
+        self.tuple_output = False
 
     def setup(self, ad_outs: list[Any]) -> None:
         """Learn the floating outputs from one recorded call, and try plain NumPy."""
+        self.n_outputs = len(ad_outs)
+        self.tuple_output = self.problem.tuple_output
         self.positions = [k for k, o in enumerate(ad_outs) if is_float_output(o)]
         if not self.positions:
             raise TypeError(
