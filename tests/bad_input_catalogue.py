@@ -30,6 +30,7 @@ import scipy.special as sp
 import funcdiff as fd
 from funcdiff import linalg as fdl
 from funcdiff import special as fds
+from funcdiff.check import check_derivatives
 from funcdiff.functional import hessian, hvp, jacobian, jvp, vhp, vjp
 
 __all__ = ["Entry", "CATALOGUE", "namespace", "run", "render_rst"]
@@ -98,6 +99,7 @@ G_MODE = "create_graph and no_grad"
 G_ENGINE = "Misuse of grad, backward, hooks and attributes"
 G_NAMED = "Complex numbers, and functions named as you called them"
 G_EXIT = "Leaving the graph: Python numbers, copies and pickles"
+G_CHECK = "Checking derivatives: hand-written jac and hess, complex inputs"
 
 X3 = "x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
 
@@ -1256,6 +1258,39 @@ CATALOGUE: tuple[Entry, ...] = (
         "no error: display, as in torch",
         check='assert s == "2.000"',
     ),
+    # ------------------------------------------------------------------ checking
+    _e(
+        "check-jac-shape",
+        G_CHECK,
+        "a hand-written gradient of the wrong shape",
+        "check_derivatives(lambda x: np.sum(np.sin(x)), np.zeros(3), jac=lambda x: np.cos(x)[:2])",
+        ValueError,
+        "jac returned an array of shape (2,) for df/dx at the check point; expected (3,)",
+    ),
+    _e(
+        "check-jac-type",
+        G_CHECK,
+        "jac that is not callable",
+        'check_derivatives(lambda x: np.sum(np.sin(x)), np.zeros(3), jac="cos")',
+        TypeError,
+        "jac must be callable, got str",
+    ),
+    _e(
+        "check-hess-order",
+        G_CHECK,
+        "hess= without order=2",
+        "check_derivatives(lambda x: np.sum(x**3), np.ones(2), hess=lambda x: np.diag(6 * x))",
+        ValueError,
+        "hess= gives second derivatives: pass order=2 to check them (got order=1)",
+    ),
+    _e(
+        "check-complex",
+        G_CHECK,
+        "a complex input to check_derivatives",
+        "check_derivatives(lambda z: z * 2, np.array([1 + 1j]))",
+        TypeError,
+        "check_derivatives got a complex value in inputs[0] (dtype complex128)",
+    ),
 )
 
 #: A paragraph shown under a group's heading on the page.
@@ -1312,6 +1347,7 @@ def namespace() -> dict:
         "jvp": jvp,
         "hvp": hvp,
         "vhp": vhp,
+        "check_derivatives": check_derivatives,
     }
 
 

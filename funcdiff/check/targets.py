@@ -70,6 +70,17 @@ def _is_numeric_input(t: Any) -> bool:
     return False
 
 
+def _is_complex_input(t: Any) -> bool:
+    if isinstance(t, (complex, np.complexfloating)):
+        return True
+    if isinstance(t, (np.ndarray, list)):
+        try:
+            return np.asarray(t).dtype.kind == "c"
+        except (ValueError, TypeError):
+            return False
+    return False
+
+
 class Problem:
     """``func`` and its inputs: which are differentiated, and how it is called."""
 
@@ -96,6 +107,17 @@ class Problem:
             diff = [i for i, t in enumerate(items) if isinstance(t, Tensor) and t.requires_grad]
         else:
             diff = [i for i, t in enumerate(items) if _is_numeric_input(t)]
+        # A complex input is the cause, not a missing one: say so (derivatives here are
+        # of real inputs; the complex step makes its own complex points).
+        complex_at = [i for i in (diff or range(len(items))) if _is_complex_input(items[i])]
+        if complex_at:
+            k = complex_at[0]
+            raise TypeError(
+                f"check_derivatives got a complex value in inputs[{k}] "
+                f"(dtype {np.asarray(as_array(items[k])).dtype}): funcdiff differentiates real "
+                "floating-point inputs only; split a complex value z into its real and "
+                "imaginary parts (z.real, z.imag) and pass them as two real inputs"
+            )
         if not diff:
             raise ValueError(
                 "check_derivatives found no input to differentiate: inputs must hold numbers, "
