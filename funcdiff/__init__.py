@@ -14,7 +14,7 @@ tensor([ 0., 12.])
 
 from funcdiff import autograd, functional, linalg, optimize, special
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
-from funcdiff._tensor import Tensor, as_tensor, tensor
+from funcdiff._core.tensor import Tensor, as_tensor, tensor
 from funcdiff.autograd import (
     enable_grad,
     inference_mode,

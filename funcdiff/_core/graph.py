@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from funcdiff._tensor import Tensor
+    from funcdiff._core.tensor import Tensor
 
 __all__ = [
     "Node",

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import AccumulateGrad, Node
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import AccumulateGrad, Node
 
 __all__ = ["Tensor", "tensor", "as_tensor", "RemovableHandle"]
 
@@ -709,5 +709,5 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
 
 
-from funcdiff import _ops  # noqa: E402  (the operation layer needs the Tensor class)
-from funcdiff.rules._registry import UFUNC_RULES as _UFUNC_RULES  # noqa: E402
+from funcdiff.ops import dispatch as _ops  # noqa: E402  (the operation layer needs the Tensor class)
+from funcdiff._core.registry import UFUNC_RULES as _UFUNC_RULES  # noqa: E402

@@ -7,7 +7,7 @@ module in turn needs the grad modes and the graph defined here.
 
 from typing import Any
 
-from funcdiff.autograd.grad_mode import (
+from funcdiff._core.grad_mode import (
     enable_grad,
     inference_mode,
     is_grad_enabled,

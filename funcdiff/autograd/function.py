@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap
-from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import (
+from funcdiff._core.tensor import Tensor, _wrap
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
     SEQUENCE,
     Node,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._tensor import tensor
-from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff.autograd import enable_grad
 from funcdiff.check.blocks import check_blocks
 from funcdiff.check.consistency import forward_values_check, second_order_checks
 from funcdiff.check.precision import default_rtol, lowest_precision, machine_eps

@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _new_object, _wrap
-from funcdiff.autograd import grad_mode
+from funcdiff._core.tensor import Tensor, _new_object, _wrap
+from funcdiff._core import grad_mode
 from funcdiff.autograd.forward import transpose_vjp
-from funcdiff.autograd.graph import (
+from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
     INPLACE,
     SEQUENCE,
@@ -26,7 +26,7 @@ from funcdiff.autograd.graph import (
     raise_modified,
     version_of,
 )
-from funcdiff.rules._registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
+from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 
 __all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode", "PositionalNode"]
 

@@ -9,7 +9,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     shape,
     special,
 )
-from funcdiff.rules._registry import (
+from funcdiff._core.registry import (
     FUNCTION_RULES,
     NAMED_RULES,
     UFUNC_RULES,
