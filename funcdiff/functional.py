@@ -40,10 +40,10 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.structured import identity_rows
 from funcdiff._core.tensor import Tensor, _wrap, as_tensor
 from funcdiff.autograd import Function, enable_grad, grad
 from funcdiff.autograd.forward import push_forward
-from funcdiff._core.structured import identity_rows
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 

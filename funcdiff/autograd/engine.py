@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.tensor import Tensor, _wrap
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import AccumulateGrad, Node, PartialCotangent, note_inplace_change
 from funcdiff._core.structured import BasisBatch
+from funcdiff._core.tensor import Tensor, _wrap
 
 __all__ = ["backward", "grad"]
 

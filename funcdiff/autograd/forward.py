@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.tensor import Tensor, _wrap
 from funcdiff._core import grad_mode
-from funcdiff.autograd.engine import _fit, grad
 from funcdiff._core.graph import Node
+from funcdiff._core.tensor import Tensor, _wrap
+from funcdiff.autograd.engine import _fit, grad
 
 __all__ = ["push_forward", "transpose_vjp"]
 

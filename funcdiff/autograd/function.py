@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.tensor import Tensor, _wrap
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
@@ -22,6 +21,7 @@ from funcdiff._core.graph import (
     raise_modified,
     version_of,
 )
+from funcdiff._core.tensor import Tensor, _wrap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 

@@ -1,14 +1,5 @@
 """Derivative rules, one module per family; importing this package registers them all."""
 
-from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
-    constants,
-    elementwise,
-    indexing,
-    linalg,
-    reductions,
-    shape,
-    special,
-)
 from funcdiff._core.registry import (
     FUNCTION_RULES,
     NAMED_RULES,
@@ -17,6 +8,15 @@ from funcdiff._core.registry import (
     Case,
     Rule,
     all_rules,
+)
+from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
+    constants,
+    elementwise,
+    indexing,
+    linalg,
+    reductions,
+    shape,
+    special,
 )
 
 __all__ = ["Arg", "Case", "Rule", "UFUNC_RULES", "FUNCTION_RULES", "NAMED_RULES", "all_rules"]
