@@ -709,5 +709,5 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
 
 
-from funcdiff._core.registry import UFUNC_RULES as _UFUNC_RULES  # noqa: E402
 from funcdiff import ops as _ops  # noqa: E402  (the operation layer needs the Tensor class)
+from funcdiff._core.registry import UFUNC_RULES as _UFUNC_RULES  # noqa: E402

@@ -21,7 +21,13 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.graph import AccumulateGrad, Node, PartialCotangent, note_inplace_change
+from funcdiff._core.graph import (
+    AccumulateGrad,
+    Node,
+    PartialCotangent,
+    fit_cotangent,
+    note_inplace_change,
+)
 from funcdiff._core.structured import BasisBatch
 from funcdiff._core.tensor import Tensor, _wrap
 
@@ -134,30 +140,6 @@ def _make_grads(
                 arr = arr.astype(out.dtype)
             grads.append(arr)
     return grads, batch_shape or ()
-
-
-def _fit(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
-    """Sum a cotangent back to ``batch + shape`` (unbroadcast) and cast it to ``dtype``."""
-    shape, dtype = meta
-    if not hasattr(g, "shape"):
-        g = np.asarray(g, dtype=dtype)
-    target = batch_shape + shape
-    gshape = g.shape
-    if gshape != target:
-        nb = len(batch_shape)
-        extra = len(gshape) - len(target)
-        if extra > 0:
-            g = np.sum(g, axis=tuple(range(nb, nb + extra)))
-            gshape = g.shape
-        if len(gshape) == len(target):
-            axes = tuple(i for i, (a, b) in enumerate(zip(gshape, target)) if a != b and b == 1)
-            if axes:
-                g = np.sum(g, axis=axes, keepdims=True)
-        if g.shape != target:
-            g = np.broadcast_to(g, target)
-    if g.dtype != dtype:
-        g = g.astype(dtype)
-    return g
 
 
 def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
@@ -363,7 +345,7 @@ def run_backward(
                         ):
                             lazy.add(child)
                         else:
-                            g = _fit(g, meta[nr], batch_shape)
+                            g = fit_cotangent(g, meta[nr], batch_shape)
                     buf = buffers.get(child)
                     if buf is None:
                         if len(meta) == 1:

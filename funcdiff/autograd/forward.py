@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.graph import Node
+from funcdiff._core.graph import Node, fit_cotangent
 from funcdiff._core.tensor import Tensor, _wrap
-from funcdiff.autograd.engine import _fit, grad
+from funcdiff.autograd.engine import grad
 
 __all__ = ["push_forward", "transpose_vjp"]
 
@@ -50,7 +50,7 @@ def transpose_vjp(
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):
             if t is None or not isinstance(c, Tensor) or not c._requires_grad:
                 continue
-            outputs.append(_fit(c, child.out_meta[nr], ()))
+            outputs.append(fit_cotangent(c, child.out_meta[nr], ()))
             pushed.append(t)
         if not outputs:
             return [None] * len(dummies)
@@ -159,7 +159,9 @@ def push_forward(
                 continue
             out = node.tangent(ins, create_graph, batched)
             if out is NotImplemented:
-                out = transpose_vjp(node, ins, create_graph, batched, constant_args=False)
+                # The one place that decides the fallback: every node without a tangent
+                # map (or whose map declines) has its vjp transposed.
+                out = transpose_vjp(node, ins, create_graph, batched, node.transposes_on_constants)
             metas = node.out_meta
             for i, t in enumerate(out):
                 if t is not None:

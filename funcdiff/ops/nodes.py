@@ -20,7 +20,6 @@ from funcdiff._core.graph import (
     version_of,
 )
 from funcdiff._core.tensor import Tensor, _wrap
-from funcdiff.autograd.forward import transpose_vjp
 
 __all__ = ["RuleNode", "PositionalNode"]
 
@@ -39,6 +38,9 @@ class _SavedNode(Node):
 
     # Rules are written with NumPy calls, which a BasisBatch answers (densely if need be).
     accepts_structured = True
+    # The vjps run on constant saved values unless create_graph: transposing them
+    # records a graph of the cotangent only.
+    transposes_on_constants = True
 
     def name(self) -> str:
         return self.rule.node_name
@@ -89,9 +91,7 @@ class _SavedNode(Node):
                 total = r if total is None else total + r
             else:
                 return [total]
-        # The vjps run on constant saved values unless create_graph: transposing them
-        # records a graph of the cotangent only.
-        return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
+        return NotImplemented  # forward mode transposes the vjps
 
 
 class RuleNode(_SavedNode):
