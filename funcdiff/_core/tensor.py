@@ -1,15 +1,18 @@
 """The Tensor: an ndarray that records the operations applied to it.
 
 A Tensor owns an ndarray (``.data``) and, when it requires grad, a place in the
-recorded graph (``.grad_fn``). Operators and NumPy calls on Tensors go through the
-rule registry (``funcdiff._ops``), which computes the result on the ndarrays and
-records a node when grad mode is on and an input requires grad.
+recorded graph (``.grad_fn``). This module holds the state, its conversions and
+hooks, and imports nothing above the core. The operators, the NumPy protocols
+(``__array_ufunc__``, ``__array_function__``), indexing and ``backward`` are
+installed on the class by :mod:`funcdiff._methods` when ``funcdiff`` is imported;
+they run operations through :mod:`funcdiff.ops`, which computes the result on the
+ndarrays and records a node when grad mode is on and an input requires grad.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -109,6 +112,9 @@ class Tensor:
 
     # NumPy defers to Tensor in mixed binary operations (ndarray + Tensor).
     __array_priority__ = 1000.0
+
+    # The operators, __array_ufunc__/__array_function__, __getitem__/__setitem__, abs,
+    # astype, copy and backward are installed from one table by funcdiff._methods.
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> None:
         arr = _as_data(data, dtype)
@@ -305,38 +311,6 @@ class Tensor:
             self._accumulator = AccumulateGrad(self)
         return self._accumulator, 0
 
-    def backward(
-        self,
-        gradient: Any = None,
-        retain_graph: bool | None = None,
-        create_graph: bool = False,
-        inputs: Sequence[Tensor] | Tensor | None = None,
-    ) -> None:
-        """Accumulate the gradient of this tensor into the ``.grad`` of the leaves.
-
-        Parameters
-        ----------
-        gradient : Tensor or array_like, optional
-            The cotangent; required unless the tensor has a single element.
-        retain_graph : bool, optional
-            Keep the saved values for another backward pass (default: ``create_graph``).
-        create_graph : bool
-            Record the backward pass, so the gradients can be differentiated again.
-        inputs : sequence of Tensor, optional
-            Accumulate only into these tensors.
-
-        Examples
-        --------
-        >>> import funcdiff as fd
-        >>> x = fd.tensor(3.0, requires_grad=True)
-        >>> (x ** 2).backward()
-        >>> x.grad
-        tensor(6.)
-        """
-        from funcdiff.autograd.engine import backward
-
-        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
-
     # ------------------------------------------------------------------ conversion
     def numpy(self) -> np.ndarray:
         """The data as an ndarray (shared, not copied).
@@ -419,140 +393,6 @@ class Tensor:
             )
         return Tensor(self.data.copy(), requires_grad=self._requires_grad)
 
-    # ------------------------------------------------------------------ NumPy protocols
-    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
-        if method == "__call__" and not kwargs:
-            rule = _UFUNC_RULES.get(ufunc)
-            if rule is not None:
-                return _ops.call_positional(rule, inputs)
-        return _ops.array_ufunc(ufunc, method, inputs, kwargs)
-
-    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
-        return _ops.array_function(func, args, kwargs)
-
-    # ------------------------------------------------------------------ operators
-    def __add__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.add], (self, other))
-
-    def __radd__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.add], (other, self))
-
-    def __sub__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.subtract], (self, other))
-
-    def __rsub__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.subtract], (other, self))
-
-    def __mul__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.multiply], (self, other))
-
-    def __rmul__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.multiply], (other, self))
-
-    def __truediv__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.true_divide], (self, other))
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.true_divide], (other, self))
-
-    def __floordiv__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.floor_divide, self, other)
-
-    def __rfloordiv__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.floor_divide, other, self)
-
-    def __mod__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.remainder, self, other)
-
-    def __rmod__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.remainder, other, self)
-
-    def __pow__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.power], (self, other))
-
-    def __rpow__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.power], (other, self))
-
-    def __matmul__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.matmul], (self, other))
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.matmul], (other, self))
-
-    def __neg__(self) -> Tensor:
-        return _ops.call_positional(_UFUNC_RULES[np.negative], (self,))
-
-    def __pos__(self) -> Tensor:
-        return _ops.call_ufunc(np.positive, self)
-
-    def __abs__(self) -> Tensor:
-        return _ops.call_ufunc(np.absolute, self)
-
-    def abs(self) -> Tensor:
-        """Elementwise absolute value (``abs'(0) = 0``)."""
-        return _ops.call_ufunc(np.absolute, self)
-
-    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return _ops.call_ufunc(np.equal, self, other)
-
-    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return _ops.call_ufunc(np.not_equal, self, other)
-
-    def __lt__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.less, self, other)
-
-    def __le__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.less_equal, self, other)
-
-    def __gt__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.greater, self, other)
-
-    def __ge__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.greater_equal, self, other)
-
-    def __invert__(self) -> Tensor:
-        return _ops.call_ufunc(np.invert, self)
-
-    def __and__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.bitwise_and, self, other)
-
-    def __or__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.bitwise_or, self, other)
-
-    def __xor__(self, other: Any) -> Tensor:
-        return _ops.call_ufunc(np.bitwise_xor, self, other)
-
-    # In-place operators: NumPy semantics on the data, recorded as a rebase of history.
-    def __iadd__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.add, self, other)
-
-    def __isub__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.subtract, self, other)
-
-    def __imul__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.multiply, self, other)
-
-    def __itruediv__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.true_divide, self, other)
-
-    def __ifloordiv__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.floor_divide, self, other)
-
-    def __imod__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.remainder, self, other)
-
-    def __ipow__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.power, self, other)
-
-    def __imatmul__(self, other: Any) -> Tensor:
-        return _ops.inplace_ufunc(np.matmul, self, other)
-
-    def __getitem__(self, index: Any) -> Tensor:
-        return _ops.getitem(self, index)
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        _ops.setitem(self, index, value)
-
     # ------------------------------------------------------------------ NumPy-like methods
     def sum(self, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
         """Sum over ``axis`` (see ``numpy.sum``)."""
@@ -617,14 +457,6 @@ class Tensor:
     def dot(self, other: Any) -> Tensor:
         """Dot product (see ``numpy.dot``)."""
         return np.dot(self, other)
-
-    def astype(self, dtype: Any) -> Tensor:
-        """Cast to ``dtype``; the gradient is cast back (none for integer results)."""
-        return _ops.astype(self, dtype)
-
-    def copy(self) -> Tensor:
-        """A recorded copy."""
-        return _ops.call_ufunc(np.positive, self)
 
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
@@ -707,7 +539,3 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     dtype('int64')
     """
     return Tensor(data, dtype=dtype, requires_grad=requires_grad)
-
-
-from funcdiff import ops as _ops  # noqa: E402  (the operation layer needs the Tensor class)
-from funcdiff._core.registry import UFUNC_RULES as _UFUNC_RULES  # noqa: E402
