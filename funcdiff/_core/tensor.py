@@ -20,7 +20,7 @@ import numpy as np
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import AccumulateGrad, Node
 
-__all__ = ["Tensor", "tensor", "as_tensor", "RemovableHandle"]
+__all__ = ["Tensor", "tensor", "as_tensor", "wrap", "RemovableHandle"]
 
 _DIFFERENTIABLE_KINDS = "f"
 _NUMERIC_KINDS = "biuf"
@@ -252,7 +252,7 @@ class Tensor:
         >>> (x * 2).detach().requires_grad
         False
         """
-        out = _wrap(self.data, False, None, 0)
+        out = wrap(self.data, False, None, 0)
         out._version_owner = self._version_owner if self._version_owner is not None else self
         return out
 
@@ -463,8 +463,19 @@ class Tensor:
 _new_object = object.__new__
 
 
-def _wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr: int) -> Tensor:
-    """Build a Tensor around ``data`` without validation (the hot path)."""
+def wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr: int) -> Tensor:
+    """Build a Tensor around ``data`` without validation (the hot path).
+
+    For the operation layer and the engine, which make every result Tensor this way:
+    ``data`` must already be a numeric ndarray, and ``grad_fn``/``output_nr`` name
+    the node (and which of its outputs) that computed it, or None and 0 for a leaf.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> wrap(np.array([1.0, 2.0]), False, None, 0)
+    tensor([1., 2.])
+    """
     t = _new_object(Tensor)
     t.data = data
     t._requires_grad = requires_grad
@@ -501,7 +512,7 @@ def as_tensor(data: Any, dtype: Any = None) -> Tensor:
     """
     if isinstance(data, Tensor) and (dtype is None or data.dtype == np.dtype(dtype)):
         return data
-    return _wrap(_as_data(data, dtype, copy=False), False, None, 0)
+    return wrap(_as_data(data, dtype, copy=False), False, None, 0)
 
 
 def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:

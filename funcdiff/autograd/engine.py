@@ -29,7 +29,7 @@ from funcdiff._core.graph import (
     note_inplace_change,
 )
 from funcdiff._core.structured import BasisBatch
-from funcdiff._core.tensor import Tensor, _wrap
+from funcdiff._core.tensor import Tensor, wrap
 
 __all__ = ["backward", "grad"]
 
@@ -130,7 +130,7 @@ def _make_grads(
             )
         if isinstance(g, Tensor):
             if g.data.dtype.kind != "f":
-                g = _wrap(g.data.astype(out.dtype), False, None, 0)
+                g = wrap(g.data.astype(out.dtype), False, None, 0)
             grads.append(g if create_graph else g.data)
         elif structured and g.dtype == out.dtype:
             grads.append(g)
@@ -144,7 +144,7 @@ def _make_grads(
 
 def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
     for hook in list(hooks):
-        arg = g if isinstance(g, Tensor) else _wrap(g, False, None, 0)
+        arg = g if isinstance(g, Tensor) else wrap(g, False, None, 0)
         result = hook(arg)
         if result is not None:
             # A replaced gradient of another shape would be broadcast or summed into a
@@ -179,7 +179,7 @@ def _to_tensor(g: Any) -> Tensor:
     arr = np.asarray(g)
     if not arr.flags.writeable:
         arr = arr.copy()
-    return _wrap(arr, False, None, 0)
+    return wrap(arr, False, None, 0)
 
 
 def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
@@ -192,7 +192,7 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
         g = g.data
     old = t._grad
     if old is None or old.grad_fn is not None or old.data.shape != g.shape:
-        t._grad = _wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
+        t._grad = wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
     else:
         if old.data.flags.writeable:
             np.add(old.data, g, out=old.data, casting="unsafe")
@@ -449,7 +449,7 @@ def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tupl
         if g is None:
             shape, dtype = node.out_meta[i]
             zeros = np.zeros(batch_shape + shape, dtype=dtype)
-            grads[i] = _wrap(zeros, False, None, 0) if create_graph else zeros
+            grads[i] = wrap(zeros, False, None, 0) if create_graph else zeros
 
 
 def _nodes_leading_to(capture: dict, seen: set) -> set:
@@ -614,7 +614,7 @@ def grad(
                 )
             if materialize_grads:
                 zeros = np.zeros(batch_shape + t.shape, dtype=t.dtype)
-                result.append(_wrap(zeros, False, None, 0))
+                result.append(wrap(zeros, False, None, 0))
             else:
                 result.append(None)
             continue

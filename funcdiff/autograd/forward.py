@@ -23,7 +23,7 @@ import numpy as np
 
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import Node, fit_cotangent
-from funcdiff._core.tensor import Tensor, _wrap
+from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.autograd.engine import grad
 
 __all__ = ["push_forward", "transpose_vjp"]
@@ -44,7 +44,7 @@ def transpose_vjp(
     _state.grad_enabled = True
     try:
         # The value of u is irrelevant (J^T u is linear in u); zeros keep inf and nan out.
-        dummies = [_wrap(np.zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
+        dummies = [wrap(np.zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
         cotangents = node.apply(list(dummies), create_graph or not constant_args)
         outputs, pushed = [], []
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):

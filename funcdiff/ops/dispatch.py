@@ -18,13 +18,15 @@ import numpy as np
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import INPLACE, SEQUENCE, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
-from funcdiff._core.tensor import Tensor, _new_object, _wrap
+from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 
 __all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
 
 _state = grad_mode._state
 _next_seq = SEQUENCE.__next__
+# ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
+_new_object = object.__new__
 _ARRAY_TYPES = (np.ndarray, np.generic)
 _SEQUENCE_TYPES = (list, tuple)
 
@@ -52,7 +54,7 @@ def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Te
     """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
     if isinstance(out, _ARRAY_TYPES):
         arr = out if type(out) is np.ndarray else np.asarray(out)
-        t = _wrap(arr, False, None, 0)
+        t = wrap(arr, False, None, 0)
         if arr.base is not None and view_source:
             _mark_view(t, view_source)
         return t, [t]
@@ -241,7 +243,7 @@ def _stand_in(value: Any) -> Any:
     if type(data) is not np.ndarray or data.nbytes < STAND_IN_MIN_BYTES:
         return value
     shadow = np.broadcast_to(np.zeros((), data.dtype), data.shape)
-    return _wrap(shadow, False, None, 0) if type(value) is Tensor else shadow
+    return wrap(shadow, False, None, 0) if type(value) is Tensor else shadow
 
 
 def _stand_ins(args: Sequence[Any], keep: frozenset) -> tuple:
@@ -380,16 +382,16 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             return call(rule, inputs)
         out = np.asarray(out)
     if not mask or not _state.grad_enabled or not rule.differentiable:
-        return _wrap(out, False, None, 0)
+        return wrap(out, False, None, 0)
     dtype = out.dtype
     if dtype is not _FLOAT64 and dtype.kind != "f":
         # a complex result is refused by call(), with the reason
-        return call(rule, inputs) if dtype.kind == "c" else _wrap(out, False, None, 0)
+        return call(rule, inputs) if dtype.kind == "c" else wrap(out, False, None, 0)
     plan = rule._positional_plans.get(nargs << 8 | mask)
     if plan is None:
         plan = _positional_plan(rule, nargs << 8 | mask, nargs, mask)
     if plan is _NOT_RECORDED:
-        return _wrap(out, False, None, 0)
+        return wrap(out, False, None, 0)
     keys = plan.keys
     if len(keys) == 1:
         a = inputs[keys[0]]
@@ -439,7 +441,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     break
     node.checks = checks
     node.epoch = epoch
-    return _wrap(out, True, node, 0)
+    return wrap(out, True, node, 0)
 
 
 def _kept(inputs: tuple, keep: tuple) -> tuple:

@@ -15,7 +15,7 @@ import numpy as np
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import note_inplace_change
 from funcdiff._core.registry import NAMED_RULES, UFUNC_RULES
-from funcdiff._core.tensor import Tensor, _wrap
+from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.ops.dispatch import _missing_rule, _record, _scan, call
 from funcdiff.ops.nodes import _data_of
 
@@ -66,7 +66,7 @@ def _rebase(t: Tensor, result: Tensor) -> None:
 
 def _snapshot(t: Tensor, copy: bool) -> Tensor:
     """A Tensor standing for ``t``'s value before an in-place change."""
-    old = _wrap(t.data.copy() if copy else t.data, t._requires_grad, t.grad_fn, t._output_nr)
+    old = wrap(t.data.copy() if copy else t.data, t._requires_grad, t.grad_fn, t._output_nr)
     if t.grad_fn is None and t._requires_grad:
         old._accumulator = t._gradient_edge()[0]
     if not copy:
@@ -109,6 +109,6 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     old = _snapshot(t, copy=False)
     args = (old, index, value)
     paths, tensors = _scan(args, {})
-    replaced = _wrap(t.data, False, None, 0)
+    replaced = wrap(t.data, False, None, 0)
     _record(rule, args, {}, paths, tensors, t.data, [replaced])
     _rebase(t, replaced)

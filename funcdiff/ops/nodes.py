@@ -19,7 +19,7 @@ from funcdiff._core.graph import (
     raise_modified,
     version_of,
 )
-from funcdiff._core.tensor import Tensor, _wrap
+from funcdiff._core.tensor import Tensor, wrap
 
 __all__ = ["RuleNode", "PositionalNode"]
 
@@ -127,10 +127,10 @@ class RuleNode(_SavedNode):
         # this very node, so derivatives of rules that read ``ans`` flow through it.
         if self.multi:
             return tuple(
-                _wrap(a, a.dtype.kind == "f", self if a.dtype.kind == "f" else None, i)
+                wrap(a, a.dtype.kind == "f", self if a.dtype.kind == "f" else None, i)
                 for i, a in enumerate(self.ans)
             )
-        return _wrap(self.ans, True, self, 0)
+        return wrap(self.ans, True, self, 0)
 
     def tangent_maps(self) -> tuple[tuple | None, bool]:
         if self.multi or any(type(key) is not int or sub is not None for key, sub in self.paths):
@@ -230,7 +230,7 @@ class PositionalNode(_SavedNode):
         if create_graph:
             # The output re-enters the graph as a Tensor produced by this very node, so
             # derivatives of rules that read ``ans`` flow through it.
-            ans = self.ans if self.ans is None else _wrap(self.ans, True, self, 0)
+            ans = self.ans if self.ans is None else wrap(self.ans, True, self, 0)
             return self.args, _NO_KWARGS, ans
         return _arrays(self.args), _NO_KWARGS, self.ans
 
