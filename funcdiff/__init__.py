@@ -12,9 +12,16 @@ tensor([ 0.75, 12.  ], grad_fn=<MultiplyBackward>)
 tensor([ 0., 12.])
 """
 
-from funcdiff import autograd, functional, linalg, optimize, special
+from funcdiff import (
+    _methods,  # noqa: F401  (installs the Tensor's operators and methods)
+    autograd,
+    functional,
+    linalg,
+    optimize,
+    special,
+)
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
-from funcdiff._tensor import Tensor, as_tensor, tensor
+from funcdiff._core.tensor import Tensor, as_tensor, tensor
 from funcdiff.autograd import (
     enable_grad,
     inference_mode,

@@ -40,10 +40,11 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap, as_tensor
+from funcdiff._core.structured import identity_rows
+from funcdiff._core.tensor import Tensor, as_tensor
+from funcdiff._core.tensor import wrap as _wrap
 from funcdiff.autograd import Function, enable_grad, grad
 from funcdiff.autograd.forward import push_forward
-from funcdiff.autograd.structured import identity_rows
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 

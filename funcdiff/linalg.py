@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from funcdiff._tensor import Tensor
+from funcdiff._core.tensor import Tensor
 from funcdiff.rules import scipy_linalg as _rules
 
 __all__ = ["expm", "solve_triangular", "cho_factor", "cho_solve", "solve", "inv", "det"]

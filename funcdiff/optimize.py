@@ -36,10 +36,10 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, tensor
+from funcdiff._core.tensor import Tensor, tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
 from funcdiff.autograd.forward import push_forward
-from funcdiff.autograd.grad_mode import enable_grad
 from funcdiff.check.derivatives import is_batch_safe as _batch_safe
 from funcdiff.check.derivatives import jacobian_rows as _vjp_rows
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import scipy.special as sp
 
-from funcdiff._tensor import Tensor
+from funcdiff._core.tensor import Tensor
 from funcdiff.rules import special as _rules
 
 __all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln"]

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff import _ops
-from funcdiff._tensor import Tensor, tensor
+from funcdiff._core.registry import Arg, Case, Rule
+from funcdiff._core.structured import BasisBatch
+from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
 from funcdiff.autograd.forward import push_forward
-from funcdiff.autograd.structured import BasisBatch
-from funcdiff.rules._registry import Arg, Case, Rule
+from funcdiff.ops import dispatch as _ops
 
 __all__ = ["RuleCheck", "check_rule_case", "materialize_case"]
 

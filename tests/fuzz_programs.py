@@ -1109,7 +1109,7 @@ def registry_cases() -> list[tuple[str, Any, Any]]:
     rule that a program line can express (second-order cases, no output wrapper)."""
     global _REGISTRY_CASES
     if _REGISTRY_CASES is None:
-        from funcdiff.rules._registry import FUNCTION_RULES, UFUNC_RULES, Arg
+        from funcdiff.rules import FUNCTION_RULES, UFUNC_RULES, Arg
 
         seen: set = set()
         found = []
@@ -1165,7 +1165,7 @@ def _arg_expr(b: _Builder, arg: Any, rng: np.random.Generator, uses: list[str]) 
 
 def op_registry(b: _Builder, name: str) -> tuple | None:
     """Any registered rule, on one of its own test cases' shapes and domains."""
-    from funcdiff.rules._registry import Arg
+    from funcdiff.rules import Arg
 
     cases = registry_cases()
     callee, rule, case = cases[b.ch.integer(0, len(cases) - 1)]

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 import funcdiff as fd
-from funcdiff.rules._registry import UFUNC_RULES
+from funcdiff.rules import UFUNC_RULES
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fuzz_programs as fp  # noqa: E402
@@ -74,7 +74,7 @@ def test_seeded_programs_ci_budget() -> None:
 
 def test_registry_operations_cover_the_registered_rules() -> None:
     """Programs can call every differentiable rule on its own test cases' shapes."""
-    from funcdiff.rules._registry import all_rules
+    from funcdiff.rules import all_rules
 
     cases = fp.registry_cases()
     reachable = {rule.name for _, rule, _ in cases}

@@ -12,8 +12,8 @@ import pytest
 import scipy.special as sp
 
 import funcdiff as fd
+from funcdiff._core.registry import UFUNC_RULES
 from funcdiff.functional import hessian, hvp, jacobian, jvp, vhp, vjp
-from funcdiff.rules._registry import UFUNC_RULES
 
 
 def _sum_sq(x):

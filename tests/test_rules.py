@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import funcdiff  # noqa: F401  (registers the rules)
-from funcdiff import _ops
+from funcdiff.ops import dispatch as _ops
 from funcdiff.rules import Arg, Case, Rule, all_rules
 from funcdiff.testing import check_rule_case
 

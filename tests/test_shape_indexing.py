@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import funcdiff as fd
-from funcdiff import _ops
+from funcdiff.ops import dispatch as _ops
 from funcdiff.rules import all_rules
 from funcdiff.testing import materialize_case
 

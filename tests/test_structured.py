@@ -8,7 +8,7 @@ import pytest
 
 import funcdiff as fd
 import funcdiff.functional as F
-from funcdiff.autograd.structured import BasisBatch
+from funcdiff._core.structured import BasisBatch
 from funcdiff.functional import jacobian
 
 RNG = np.random.default_rng(11)

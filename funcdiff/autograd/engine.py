@@ -20,10 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap
-from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import AccumulateGrad, Node, PartialCotangent, note_inplace_change
-from funcdiff.autograd.structured import BasisBatch
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import (
+    AccumulateGrad,
+    Node,
+    PartialCotangent,
+    fit_cotangent,
+    note_inplace_change,
+)
+from funcdiff._core.structured import BasisBatch
+from funcdiff._core.tensor import Tensor, wrap
 
 __all__ = ["backward", "grad"]
 
@@ -124,7 +130,7 @@ def _make_grads(
             )
         if isinstance(g, Tensor):
             if g.data.dtype.kind != "f":
-                g = _wrap(g.data.astype(out.dtype), False, None, 0)
+                g = wrap(g.data.astype(out.dtype), False, None, 0)
             grads.append(g if create_graph else g.data)
         elif structured and g.dtype == out.dtype:
             grads.append(g)
@@ -136,33 +142,9 @@ def _make_grads(
     return grads, batch_shape or ()
 
 
-def _fit(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
-    """Sum a cotangent back to ``batch + shape`` (unbroadcast) and cast it to ``dtype``."""
-    shape, dtype = meta
-    if not hasattr(g, "shape"):
-        g = np.asarray(g, dtype=dtype)
-    target = batch_shape + shape
-    gshape = g.shape
-    if gshape != target:
-        nb = len(batch_shape)
-        extra = len(gshape) - len(target)
-        if extra > 0:
-            g = np.sum(g, axis=tuple(range(nb, nb + extra)))
-            gshape = g.shape
-        if len(gshape) == len(target):
-            axes = tuple(i for i, (a, b) in enumerate(zip(gshape, target)) if a != b and b == 1)
-            if axes:
-                g = np.sum(g, axis=axes, keepdims=True)
-        if g.shape != target:
-            g = np.broadcast_to(g, target)
-    if g.dtype != dtype:
-        g = g.astype(dtype)
-    return g
-
-
 def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
     for hook in list(hooks):
-        arg = g if isinstance(g, Tensor) else _wrap(g, False, None, 0)
+        arg = g if isinstance(g, Tensor) else wrap(g, False, None, 0)
         result = hook(arg)
         if result is not None:
             # A replaced gradient of another shape would be broadcast or summed into a
@@ -197,7 +179,7 @@ def _to_tensor(g: Any) -> Tensor:
     arr = np.asarray(g)
     if not arr.flags.writeable:
         arr = arr.copy()
-    return _wrap(arr, False, None, 0)
+    return wrap(arr, False, None, 0)
 
 
 def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
@@ -210,7 +192,7 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
         g = g.data
     old = t._grad
     if old is None or old.grad_fn is not None or old.data.shape != g.shape:
-        t._grad = _wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
+        t._grad = wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
     else:
         if old.data.flags.writeable:
             np.add(old.data, g, out=old.data, casting="unsafe")
@@ -363,7 +345,7 @@ def run_backward(
                         ):
                             lazy.add(child)
                         else:
-                            g = _fit(g, meta[nr], batch_shape)
+                            g = fit_cotangent(g, meta[nr], batch_shape)
                     buf = buffers.get(child)
                     if buf is None:
                         if len(meta) == 1:
@@ -467,7 +449,7 @@ def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tupl
         if g is None:
             shape, dtype = node.out_meta[i]
             zeros = np.zeros(batch_shape + shape, dtype=dtype)
-            grads[i] = _wrap(zeros, False, None, 0) if create_graph else zeros
+            grads[i] = wrap(zeros, False, None, 0) if create_graph else zeros
 
 
 def _nodes_leading_to(capture: dict, seen: set) -> set:
@@ -632,7 +614,7 @@ def grad(
                 )
             if materialize_grads:
                 zeros = np.zeros(batch_shape + t.shape, dtype=t.dtype)
-                result.append(_wrap(zeros, False, None, 0))
+                result.append(wrap(zeros, False, None, 0))
             else:
                 result.append(None)
             continue

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap
-from funcdiff.autograd import grad_mode
-from funcdiff.autograd.engine import _fit, grad
-from funcdiff.autograd.graph import Node
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import Node, fit_cotangent
+from funcdiff._core.tensor import Tensor, wrap
+from funcdiff.autograd.engine import grad
 
 __all__ = ["push_forward", "transpose_vjp"]
 
@@ -44,13 +44,13 @@ def transpose_vjp(
     _state.grad_enabled = True
     try:
         # The value of u is irrelevant (J^T u is linear in u); zeros keep inf and nan out.
-        dummies = [_wrap(np.zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
+        dummies = [wrap(np.zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
         cotangents = node.apply(list(dummies), create_graph or not constant_args)
         outputs, pushed = [], []
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):
             if t is None or not isinstance(c, Tensor) or not c._requires_grad:
                 continue
-            outputs.append(_fit(c, child.out_meta[nr], ()))
+            outputs.append(fit_cotangent(c, child.out_meta[nr], ()))
             pushed.append(t)
         if not outputs:
             return [None] * len(dummies)
@@ -159,7 +159,9 @@ def push_forward(
                 continue
             out = node.tangent(ins, create_graph, batched)
             if out is NotImplemented:
-                out = transpose_vjp(node, ins, create_graph, batched, constant_args=False)
+                # The one place that decides the fallback: every node without a tangent
+                # map (or whose map declines) has its vjp transposed.
+                out = transpose_vjp(node, ins, create_graph, batched, node.transposes_on_constants)
             metas = node.out_meta
             for i, t in enumerate(out):
                 if t is not None:

@@ -12,9 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap
-from funcdiff.autograd import grad_mode
-from funcdiff.autograd.graph import (
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
     SEQUENCE,
     Node,
@@ -22,6 +21,7 @@ from funcdiff.autograd.graph import (
     raise_modified,
     version_of,
 )
+from funcdiff._core.tensor import Tensor, wrap
 
 __all__ = ["Function", "FunctionCtx", "once_differentiable"]
 
@@ -119,7 +119,7 @@ class FunctionNode(Node):
                     tensors.append(None)
                     continue
                 g = np.zeros(shape, dtype=dtype)
-            tensors.append(g if isinstance(g, Tensor) else _wrap(g, False, None, 0))
+            tensors.append(g if isinstance(g, Tensor) else wrap(g, False, None, 0))
         result = self.fn_cls.backward(ctx, *tensors)
         if not isinstance(result, tuple):
             result = (result,)
@@ -227,7 +227,7 @@ class Function:
         for item in items:
             if isinstance(item, Tensor):
                 if id(item) in inputs_by_id:  # an input returned as is: give it a new identity
-                    alias = _wrap(item.data, False, None, 0)
+                    alias = wrap(item.data, False, None, 0)
                     alias._version_owner = (
                         item._version_owner if item._version_owner is not None else item
                     )
@@ -236,7 +236,7 @@ class Function:
                     item = alias
                 outputs.append(item)
             elif isinstance(item, (np.ndarray, np.generic)):
-                outputs.append(_wrap(np.asarray(item), False, None, 0))
+                outputs.append(wrap(np.asarray(item), False, None, 0))
             else:
                 outputs.append(item)
         tensors_out = [o for o in outputs if isinstance(o, Tensor)]

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
-from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff._core.tensor import Tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.check.derivatives import jacobian_rows, jvp, vjp
 from funcdiff.check.report import ConsistencyCheck
 from funcdiff.check.targets import SecondOrderTarget

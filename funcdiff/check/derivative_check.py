@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import tensor
-from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff._core.tensor import tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.check.analytical import ADJacobian, UserGradientTarget, UserHessian, UserJacobian
 from funcdiff.check.blocks import check_blocks
 from funcdiff.check.consistency import forward_values_check, second_order_checks

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, tensor
+from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
 from funcdiff.autograd.function import FunctionNode
 from funcdiff.check.values import as_array

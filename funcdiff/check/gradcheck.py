@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, tensor
+from funcdiff._core.tensor import Tensor, tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.autograd.grad_mode import enable_grad
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck_analytical import (
     backward_jacobian,

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
+from funcdiff._core.tensor import Tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.autograd.grad_mode import enable_grad
 from funcdiff.check.derivatives import jacobian_rows, jvp
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck_case import GradcheckCase, mismatch_table

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, tensor
-from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff._core.tensor import Tensor, tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.formatting import format_number
 from funcdiff.check.values import as_array, as_list

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._tensor import tensor
-from funcdiff.autograd.grad_mode import enable_grad
+from funcdiff._core.tensor import tensor
+from funcdiff.autograd import enable_grad
 from funcdiff.check.derivatives import jacobian_rows, vjp
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck_case import GradcheckCase, mismatch_table, numerical_jacobian

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, tensor
+from funcdiff._core.tensor import Tensor, tensor
+from funcdiff.autograd import enable_grad, no_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.autograd.grad_mode import enable_grad, no_grad
 from funcdiff.check.formatting import indexed_name
 from funcdiff.check.precision import complex_dtype_for, lowest_precision, machine_eps
 from funcdiff.check.values import as_array, as_list, is_float_output

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
+from funcdiff._core.tensor import Tensor
 
 __all__ = ["as_array", "as_list", "is_float_output"]
 

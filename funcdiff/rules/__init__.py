@@ -1,5 +1,14 @@
 """Derivative rules, one module per family; importing this package registers them all."""
 
+from funcdiff._core.registry import (
+    FUNCTION_RULES,
+    NAMED_RULES,
+    UFUNC_RULES,
+    Arg,
+    Case,
+    Rule,
+    all_rules,
+)
 from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     constants,
     contractions,
@@ -13,15 +22,6 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     scipy_linalg,
     shape,
     special,
-)
-from funcdiff.rules._registry import (
-    FUNCTION_RULES,
-    NAMED_RULES,
-    UFUNC_RULES,
-    Arg,
-    Case,
-    Rule,
-    all_rules,
 )
 
 __all__ = ["Arg", "Case", "Rule", "UFUNC_RULES", "FUNCTION_RULES", "NAMED_RULES", "all_rules"]

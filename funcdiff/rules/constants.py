@@ -36,9 +36,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
-from funcdiff.autograd import grad_mode
-from funcdiff.rules._registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core import grad_mode
+from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.tensor import Tensor
 
 _CONSTANT_FUNCTIONS = [
     np.zeros_like,

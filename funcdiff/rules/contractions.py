@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff.rules._registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
 from funcdiff.rules.shape import _axis, _batch, _rule
 from funcdiff.rules.shape import _no_out as _no_numpy_out  # numpy.<name>-style message
 

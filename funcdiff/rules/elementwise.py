@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff.rules._registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Arg, Case, Rule, register
 
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
-from funcdiff.autograd.graph import PartialCotangent
-from funcdiff.rules._registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.graph import PartialCotangent
+from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.tensor import Tensor
 
 
 def _plain(i):

@@ -36,8 +36,8 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from funcdiff._tensor import Tensor
-from funcdiff.rules._registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.tensor import Tensor
 from funcdiff.rules.contractions import _mm, _mT, _prod
 
 LinAlgError = np.linalg.LinAlgError

@@ -23,8 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from funcdiff.rules import linalg  # noqa: F401  (registers numpy.linalg.svd's rule, read below)
-from funcdiff.rules._registry import (
+from funcdiff._core.registry import (
     FUNCTION_RULES,
     Arg,
     Case,
@@ -32,6 +31,7 @@ from funcdiff.rules._registry import (
     dispatching,
     register,
 )
+from funcdiff.rules import linalg  # noqa: F401  (registers numpy.linalg.svd's rule, read below)
 from funcdiff.rules.reductions import _TIES, _count, expand_reduced, normalize_axes
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff.rules._registry import Arg, Case, register
+from funcdiff._core.registry import Arg, Case, register
 from funcdiff.rules.indexing import scatter
 from funcdiff.rules.shape import (
     _axes_tuple,

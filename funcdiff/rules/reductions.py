@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
-from funcdiff.rules._registry import (
+from funcdiff._core.registry import (
     Arg,
     Case,
     Rule,

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from funcdiff.rules._registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
 from funcdiff.rules.indexing import index_add
 
 __all__ = ["shift_last", "linear_recurrence"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 
-from funcdiff.rules._registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff.rules.contractions import _mT
 from funcdiff.rules.linalg import (
     _SYM_NOTE,

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._tensor import Tensor
-from funcdiff.rules._registry import Arg, Case, Rule, batch_ndim, register
+from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, register
+from funcdiff._core.tensor import Tensor
 
 _FAMILY = "shape"
 

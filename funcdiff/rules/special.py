@@ -25,8 +25,8 @@ import numpy as np
 import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from funcdiff._tensor import Tensor
-from funcdiff.rules._registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.tensor import Tensor
 from funcdiff.rules.elementwise import binary_cases, unary_cases
 
 SQRT_PI = float(np.sqrt(np.pi))

@@ -254,10 +254,6 @@ class Rule:
         object.__setattr__(self, "node_name", node_name + "Backward")
 
     @property
-    def is_composite(self) -> bool:
-        return self.impl is not None
-
-    @property
     def reads(self) -> dict:
         """``{argument key: the argument keys (and "ans") its vjp reads}``.
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from funcdiff._tensor import Tensor
+    from funcdiff._core.tensor import Tensor
 
 __all__ = [
     "Node",
@@ -30,6 +30,7 @@ __all__ = [
     "note_inplace_change",
     "version_of",
     "raise_modified",
+    "fit_cotangent",
 ]
 
 #: An edge is (node, output index) of the node that produced an input, or None.
@@ -91,6 +92,11 @@ class Node:
     #: engine gives other nodes dense arrays.
     accepts_structured = False
 
+    #: Whether ``apply(..., create_graph=False)`` computes its cotangents from the given
+    #: (Tensor) cotangents and constant saved values, so that forward mode may transpose
+    #: it without recording the saved values (true for rule nodes).
+    transposes_on_constants = False
+
     def __init__(self, edges: tuple, out_meta: tuple) -> None:
         self.seq = next(SEQUENCE)
         self.edges = edges
@@ -117,7 +123,7 @@ class Node:
         """Forward mode: one output tangent per output, from one tangent per edge.
 
         None stands for a zero tangent. Returns NotImplemented when the node has no
-        tangent rule: forward mode then transposes its vjp.
+        tangent rule (or its rule declines): forward mode then transposes its vjp.
         """
         return NotImplemented
 
@@ -250,3 +256,37 @@ def raise_modified(node: Node, label: Any, current: int | None, saved: int | Non
         f"{node.name()}. Hint: compute the modified value out of place "
         "(y = y + 1 instead of y += 1), or modify a copy."
     )
+
+
+def fit_cotangent(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
+    """Sum a cotangent back to ``batch + shape`` (unbroadcast) and cast it to ``dtype``.
+
+    ``meta`` is a node's ``(shape, dtype)`` record of the value ``g`` belongs to. Rules
+    may return anything that broadcasts to it; the engine and forward mode fit it here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> fit_cotangent(np.ones((3, 2)), ((1, 2), np.dtype(np.float32)), ())
+    array([[3., 3.]], dtype=float32)
+    """
+    shape, dtype = meta
+    if not hasattr(g, "shape"):
+        g = np.asarray(g, dtype=dtype)
+    target = batch_shape + shape
+    gshape = g.shape
+    if gshape != target:
+        nb = len(batch_shape)
+        extra = len(gshape) - len(target)
+        if extra > 0:
+            g = np.sum(g, axis=tuple(range(nb, nb + extra)))
+            gshape = g.shape
+        if len(gshape) == len(target):
+            axes = tuple(i for i, (a, b) in enumerate(zip(gshape, target)) if a != b and b == 1)
+            if axes:
+                g = np.sum(g, axis=axes, keepdims=True)
+        if g.shape != target:
+            g = np.broadcast_to(g, target)
+    if g.dtype != dtype:
+        g = g.astype(dtype)
+    return g

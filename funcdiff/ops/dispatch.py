@@ -3,7 +3,9 @@
 Every operation on Tensors, whether an operator, a method, a ufunc or a NumPy
 function, ends in :func:`call`: unwrap the Tensors, run the rule's forward on the
 ndarrays, wrap the results, and, when grad mode is on and a differentiable input
-requires grad, attach a :class:`RuleNode` holding what the rule's vjps need.
+requires grad, attach a :class:`~funcdiff.ops.nodes.RuleNode` holding what the rule's
+vjps need. :func:`call_positional` is the lean path of positional ufunc calls
+(operators), which records a :class:`~funcdiff.ops.nodes.PositionalNode`.
 """
 
 from __future__ import annotations
@@ -14,190 +16,20 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _new_object, _wrap
-from funcdiff.autograd import grad_mode
-from funcdiff.autograd.forward import transpose_vjp
-from funcdiff.autograd.graph import (
-    FREED_GRAPH_MESSAGE,
-    INPLACE,
-    SEQUENCE,
-    Node,
-    describe_value,
-    note_inplace_change,
-    raise_modified,
-    version_of,
-)
-from funcdiff.rules._registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import INPLACE, SEQUENCE, version_of
+from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
+from funcdiff._core.tensor import Tensor, wrap
+from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 
-__all__ = ["call", "call_ufunc", "array_ufunc", "array_function", "RuleNode", "PositionalNode"]
+__all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
 
 _state = grad_mode._state
 _next_seq = SEQUENCE.__next__
+# ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
+_new_object = object.__new__
 _ARRAY_TYPES = (np.ndarray, np.generic)
 _SEQUENCE_TYPES = (list, tuple)
-# Shared, never mutated: rules receive **kwargs, which Python copies.
-_NO_KWARGS: dict[str, Any] = {}
-
-
-class _SavedNode(Node):
-    """A node of a registered :class:`Rule`: what both node kinds save and check.
-
-    ``checks`` is a flat tuple of ``(label, version)`` pairs for the saved values the
-    rule reads, where the label ``"ans"`` stands for the node's own output.
-    """
-
-    __slots__ = ("rule", "args", "ans", "checks", "epoch")
-
-    # Rules are written with NumPy calls, which a BasisBatch answers (densely if need be).
-    accepts_structured = True
-
-    def name(self) -> str:
-        return self.rule.node_name
-
-    def saved_value(self, label: Any) -> Any:
-        raise NotImplementedError
-
-    def check_saved(self) -> None:
-        """Raise if a value this node's rule reads was modified in place since."""
-        checks = self.checks
-        for k in range(0, len(checks), 2):
-            label = checks[k]
-            if label == "ans":
-                if self.modified:
-                    raise_modified(self, "ans", None, None)
-                continue
-            current = version_of(self.saved_value(label))
-            if current != checks[k + 1]:
-                raise_modified(self, label, current, checks[k + 1])
-        self.epoch = INPLACE.count  # verified as of now
-
-    def tangent_maps(self) -> tuple[tuple | None, bool]:
-        """The rule's tangent map for each edge (None when one is missing or cannot
-        apply), and whether a batch of tangents must be padded (:meth:`Rule.tangent_maps`)."""
-        raise NotImplementedError
-
-    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
-        """``(args, kwargs, ans)`` for the rule's maps, checked for in-place changes."""
-        raise NotImplementedError
-
-    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
-        jvps, pad = self.tangent_maps()
-        if jvps is not None:
-            # The output tangent: each argument's tangent map applied to its tangent, summed.
-            args, kwargs, ans = self.saved_inputs(create_graph)
-            # A batch of tangents is aligned with the output's axes, as broadcasting
-            # aligns the arguments (elementwise rules).
-            ndim = len(self.out_meta[0][0]) + 1 if batched and pad else 0
-            total = None
-            for jvp, t in zip(jvps, tangents):
-                if t is None:
-                    continue
-                if t.ndim < ndim:
-                    t = t.reshape(t.shape[:1] + (1,) * (ndim - t.ndim) + t.shape[1:])
-                r = jvp(t, ans, *args, **kwargs) if kwargs else jvp(t, ans, *args)
-                if r is NotImplemented:  # the map declines: transpose the vjps
-                    break
-                total = r if total is None else total + r
-            else:
-                return [total]
-        # The vjps run on constant saved values unless create_graph: transposing them
-        # records a graph of the cotangent only.
-        return transpose_vjp(self, tangents, create_graph, batched, constant_args=True)
-
-
-class RuleNode(_SavedNode):
-    """A node that differentiates through a registered :class:`Rule`."""
-
-    __slots__ = ("kwargs", "paths", "multi", "nested")
-
-    def release(self) -> None:
-        self.args = None
-        self.kwargs = None
-        self.ans = None
-        self.checks = ()
-
-    def saved_value(self, label: Any) -> Any:
-        """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
-        key, sub = label
-        value = self.args[key] if isinstance(key, int) else self.kwargs[key]
-        return value if sub is None else value[sub]
-
-    def describe_saved(self, label: Any) -> str:
-        if label == "ans":
-            value = self.ans[0] if self.multi else self.ans
-            return f"{describe_value(value)}, which is an output of {self.name()},"
-        key = label[0]
-        value = self.saved_value(label)
-        where = ""
-        if isinstance(value, Tensor) and value.grad_fn is not None:
-            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
-        return f"argument {key} {describe_value(value)}{where}"
-
-    def _ans_tensors(self) -> Any:
-        # Under create_graph the output re-enters the graph as a Tensor produced by
-        # this very node, so derivatives of rules that read ``ans`` flow through it.
-        if self.multi:
-            return tuple(
-                _wrap(a, a.dtype.kind == "f", self if a.dtype.kind == "f" else None, i)
-                for i, a in enumerate(self.ans)
-            )
-        return _wrap(self.ans, True, self, 0)
-
-    def tangent_maps(self) -> tuple[tuple | None, bool]:
-        if self.multi or any(type(key) is not int or sub is not None for key, sub in self.paths):
-            return None, False
-        return self.rule.tangent_maps(tuple(key for key, _ in self.paths))
-
-    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
-        args = self.args
-        if args is None:
-            raise RuntimeError(FREED_GRAPH_MESSAGE)
-        if self.checks and self.epoch != INPLACE.count:
-            self.check_saved()
-        kwargs = self.kwargs
-        if create_graph:
-            return args, kwargs, self._ans_tensors()
-        if self.nested:
-            args = [_data_of(a) for a in args]
-        else:
-            args = [a.data if type(a) is Tensor else a for a in args]
-        if kwargs:
-            kwargs = {k: _data_of(v) for k, v in kwargs.items()}
-        return args, kwargs, self.ans
-
-    def apply(self, grads: list, create_graph: bool) -> list:
-        args, kwargs, ans = self.saved_inputs(create_graph)
-        g = tuple(grads) if self.multi else grads[0]
-        rule = self.rule
-        paths = self.paths
-        if rule.vjp_all is not None:
-            needs = tuple(any(p[0] == i for p in paths) for i in range(len(args)))
-            results = rule.vjp_all(needs, g, ans, *args, **kwargs)
-            return [results[k] if sub is None else results[k][sub] for k, sub in paths]
-        if len(paths) == 1:
-            key, sub = paths[0]
-            if kwargs:
-                r = rule.vjps[key](g, ans, *args, **kwargs)
-            else:
-                r = rule.vjps[key](g, ans, *args)
-            return [r if sub is None else r[sub]]
-        done: dict = {}
-        out = []
-        for key, sub in paths:
-            if key not in done:
-                done[key] = rule.vjps[key](g, ans, *args, **kwargs)
-            r = done[key]
-            out.append(r if sub is None else r[sub])
-        return out
-
-
-def _data_of(obj: Any) -> Any:
-    """ndarray for a Tensor; the same for the Tensors inside a list or tuple."""
-    if isinstance(obj, Tensor):
-        return obj.data
-    if type(obj) in (list, tuple) and any(isinstance(o, Tensor) for o in obj):
-        return type(obj)(o.data if isinstance(o, Tensor) else o for o in obj)
-    return obj
 
 
 def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
@@ -223,7 +55,7 @@ def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Te
     """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
     if isinstance(out, _ARRAY_TYPES):
         arr = out if type(out) is np.ndarray else np.asarray(out)
-        t = _wrap(arr, False, None, 0)
+        t = wrap(arr, False, None, 0)
         if arr.base is not None and view_source:
             _mark_view(t, view_source)
         return t, [t]
@@ -412,7 +244,7 @@ def _stand_in(value: Any) -> Any:
     if type(data) is not np.ndarray or data.nbytes < STAND_IN_MIN_BYTES:
         return value
     shadow = np.broadcast_to(np.zeros((), data.dtype), data.shape)
-    return _wrap(shadow, False, None, 0) if type(value) is Tensor else shadow
+    return wrap(shadow, False, None, 0) if type(value) is Tensor else shadow
 
 
 def _stand_ins(args: Sequence[Any], keep: frozenset) -> tuple:
@@ -498,107 +330,6 @@ def _positional_plan(rule: Rule, key: int, nargs: int, mask: int) -> _Plan:
     return plan
 
 
-class PositionalNode(_SavedNode):
-    """A node of a rule called with positional arguments only: operators and ufuncs.
-
-    The lean sibling of :class:`RuleNode` for the calls that dominate small-array
-    code. It keeps the call's own tuple of arguments (Tensors and constants), whose
-    arrays the first-order pass reads, and shares its plan. Its check labels are
-    argument positions.
-    """
-
-    __slots__ = ("plan",)
-
-    def release(self) -> None:
-        self.args = None
-        self.ans = None
-
-    def saved_value(self, label: Any) -> Any:
-        return self.args[label]
-
-    def describe_saved(self, label: Any) -> str:
-        if label == "ans":
-            return f"{describe_value(self.ans)}, which is an output of {self.name()},"
-        value = self.args[label]
-        where = ""
-        if isinstance(value, Tensor) and value.grad_fn is not None:
-            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
-        return f"argument {label} {describe_value(value)}{where}"
-
-    def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
-        return self.run(grads, create_graph, True)
-
-    def tangent_maps(self) -> tuple[tuple | None, bool]:
-        return self.plan.tangent_maps
-
-    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
-        if self.args is None:
-            raise RuntimeError(FREED_GRAPH_MESSAGE)
-        if self.epoch != INPLACE.count:
-            self.check_saved()
-        if create_graph:
-            # The output re-enters the graph as a Tensor produced by this very node, so
-            # derivatives of rules that read ``ans`` flow through it.
-            ans = self.ans if self.ans is None else _wrap(self.ans, True, self, 0)
-            return self.args, _NO_KWARGS, ans
-        return _arrays(self.args), _NO_KWARGS, self.ans
-
-    def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
-        if not create_graph and self.plan.vjp is not None:
-            return (self.run_single(grads[0], retain_graph),)
-        args, _, ans = self.saved_inputs(create_graph)
-        result = self._vjps(grads[0], ans, args)
-        if not retain_graph:
-            self.args = self.ans = None
-        return result
-
-    def run_single(self, grad: Any, retain_graph: bool) -> Any:
-        vjp = self.plan.vjp
-        if vjp is None:  # one vjp for all arguments (``Rule.vjp_all``)
-            return self.run([grad], False, retain_graph)[0]
-        # saved_inputs' checks, inline: this is every chain link's path.
-        args = self.args
-        if args is None:
-            raise RuntimeError(FREED_GRAPH_MESSAGE)
-        if self.epoch != INPLACE.count:
-            self.check_saved()
-        # Unary and binary calls, the common cases, without building a tuple of arrays.
-        if len(args) == 1:
-            a = args[0]
-            result = vjp(grad, self.ans, a.data if type(a) is Tensor else a)
-        elif len(args) == 2:
-            a, b = args
-            da = a.data if type(a) is Tensor else a
-            result = vjp(grad, self.ans, da, b.data if type(b) is Tensor else b)
-        else:
-            result = vjp(grad, self.ans, *_arrays(args))
-        if not retain_graph:
-            self.args = self.ans = None
-        return result
-
-    def _vjps(self, g: Any, ans: Any, args: Sequence[Any]) -> Sequence[Any]:
-        """One cotangent per differentiated argument."""
-        plan = self.plan
-        if plan.vjp is not None:
-            return (plan.vjp(g, ans, *args),)
-        if self.rule.vjp_all is not None:
-            results = self.rule.vjp_all(plan.needs, g, ans, *args)
-            return [results[k] for k in plan.keys]
-        vjps = self.rule.vjps
-        return [vjps[k](g, ans, *args) for k in plan.keys]
-
-
-def _arrays(args: tuple) -> tuple:
-    """The arguments with each Tensor replaced by its array."""
-    if len(args) == 1:
-        a = args[0]
-        return (a.data if type(a) is Tensor else a,)
-    if len(args) == 2:
-        a, b = args
-        return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
-    return tuple([a.data if type(a) is Tensor else a for a in args])
-
-
 def call_positional(rule: Rule, inputs: tuple) -> Any:
     """:func:`call` for a ufunc rule (``UFUNC_RULES``) on positional arguments: operators
     and ufunc calls, the hot path of small-array code.
@@ -652,16 +383,16 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             return call(rule, inputs)
         out = np.asarray(out)
     if not mask or not _state.grad_enabled or not rule.differentiable:
-        return _wrap(out, False, None, 0)
+        return wrap(out, False, None, 0)
     dtype = out.dtype
     if dtype is not _FLOAT64 and dtype.kind != "f":
         # a complex result is refused by call(), with the reason
-        return call(rule, inputs) if dtype.kind == "c" else _wrap(out, False, None, 0)
+        return call(rule, inputs) if dtype.kind == "c" else wrap(out, False, None, 0)
     plan = rule._positional_plans.get(nargs << 8 | mask)
     if plan is None:
         plan = _positional_plan(rule, nargs << 8 | mask, nargs, mask)
     if plan is _NOT_RECORDED:
-        return _wrap(out, False, None, 0)
+        return wrap(out, False, None, 0)
     keys = plan.keys
     if len(keys) == 1:
         a = inputs[keys[0]]
@@ -711,7 +442,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     break
     node.checks = checks
     node.epoch = epoch
-    return _wrap(out, True, node, 0)
+    return wrap(out, True, node, 0)
 
 
 def _kept(inputs: tuple, keep: tuple) -> tuple:
@@ -787,57 +518,6 @@ def _missing_rule(name: str) -> Any:
     )
 
 
-_UFUNC_METHOD_FUNCTIONS = {
-    ("add", "reduce"): np.sum,
-    ("multiply", "reduce"): np.prod,
-    ("maximum", "reduce"): np.max,
-    ("minimum", "reduce"): np.min,
-    ("add", "accumulate"): np.cumsum,
-    ("multiply", "accumulate"): np.cumprod,
-}
-
-
-def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
-    """``Tensor.__array_ufunc__``: route a ufunc call to its rule."""
-    out = kwargs.pop("out", None)
-    if out is not None:
-        targets = out if isinstance(out, tuple) else (out,)
-        if len(targets) != 1 or not isinstance(targets[0], Tensor):
-            raise TypeError("out= must be a single Tensor when a ufunc is applied to Tensors")
-        # ``np.multiply(v, w, out=v)`` is ``v *= w``: the rule must save v's old value,
-        # not the Tensor that the write below changes (its backward would refuse it).
-        target = targets[0]
-        inputs = tuple(
-            _snapshot(a, copy=True)
-            if isinstance(a, Tensor) and np.may_share_memory(a.data, target.data)
-            else a
-            for a in inputs
-        )
-    if method == "__call__":
-        if kwargs:
-            raise TypeError(
-                f"funcdiff supports numpy.{ufunc.__name__} on Tensors without the keyword "
-                f"arguments {sorted(kwargs)}"
-            )
-        result = call_ufunc(ufunc, *inputs)
-    else:
-        func = _UFUNC_METHOD_FUNCTIONS.get((ufunc.__name__, method))
-        if func is None or len(inputs) != 1:
-            if out is None and not _needs_gradient(inputs, kwargs):
-                return _run_on_data(getattr(ufunc, method), inputs, kwargs)
-            return _missing_rule(f"{_ufunc_name(ufunc)}.{method}")
-        # ufunc methods work along axis 0 by default, np.sum & co. along all axes; the
-        # other keywords (dtype, keepdims, initial, where) share names and reach the rule.
-        kwargs.setdefault("axis", 0 if np.ndim(inputs[0]) else None)
-        if method == "accumulate" and kwargs["axis"] is None:
-            raise ValueError("accumulate does not allow multiple axes")
-        result = array_function(func, inputs, kwargs)
-    if out is None:
-        return result
-    setitem(target, Ellipsis, result)
-    return target
-
-
 # NumPy functions that only look at metadata: answered on the data, never recorded.
 _METADATA_FUNCTIONS = {
     np.shape,
@@ -879,100 +559,9 @@ def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     return _wrap_outputs(out, ())[0]
 
 
-# ---------------------------------------------------------------------- in-place operations
-def _check_inplace_allowed(t: Tensor, recording: bool) -> None:
-    if not _state.grad_enabled:
-        return
-    if t._requires_grad and t.grad_fn is None:
-        raise RuntimeError(
-            "a leaf Variable that requires grad is being used in an in-place operation. "
-            "Modify a copy (y = x * 1.0) or work under funcdiff.no_grad()."
-        )
-    base = t._view_of
-    if base is not None and (base._requires_grad or recording):
-        raise RuntimeError(
-            "an in-place operation on a view of another tensor is not supported while "
-            "gradients are recorded (the base tensor would not see it); modify the base "
-            "tensor, or work on a copy"
-        )
-
-
-def _bump(t: Tensor) -> None:
-    """Count an in-place change of ``t``'s memory, for ``t`` and all its aliases.
-
-    Nodes whose output is that memory are marked, so a rule that reads its output
-    (``exp``) refuses to run on the changed value.
-    """
-    owner = t._version_owner
-    if owner is None:
-        owner = t
-    owner._version_count += 1
-    note_inplace_change()
-    for alias in (t, owner):
-        if alias.grad_fn is not None:
-            alias.grad_fn.modified = True
-
-
-def _rebase(t: Tensor, result: Tensor) -> None:
-    """Make ``t`` the output of the node that computed ``result`` (history rebase)."""
-    t._requires_grad = result._requires_grad
-    t.grad_fn = result.grad_fn
-    t._output_nr = result._output_nr
-
-
-def _snapshot(t: Tensor, copy: bool) -> Tensor:
-    """A Tensor standing for ``t``'s value before an in-place change."""
-    old = _wrap(t.data.copy() if copy else t.data, t._requires_grad, t.grad_fn, t._output_nr)
-    if t.grad_fn is None and t._requires_grad:
-        old._accumulator = t._gradient_edge()[0]
-    if not copy:
-        old._version_owner = t._version_owner if t._version_owner is not None else t
-    return old
-
-
-def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
-    """``t op= other`` with NumPy's in-place semantics, recorded when needed."""
-    recording = _state.grad_enabled and (
-        t._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
-    )
-    _check_inplace_allowed(t, recording)
-    if not recording:
-        ufunc(t.data, _data_of(other), out=t.data)
-        _bump(t)
-        return t
-    rule = UFUNC_RULES.get(ufunc)
-    if rule is None:
-        return _missing_rule(_ufunc_name(ufunc))
-    result = call(rule, (_snapshot(t, rule.reads_argument(0)), other))
-    np.copyto(t.data, result.data, casting="same_kind")
-    _bump(t)
-    _rebase(t, result)
-    return t
-
-
 def getitem(t: Tensor, index: Any) -> Tensor:
     """``t[index]``: basic, advanced and boolean indexing."""
     return call(NAMED_RULES["getitem"], (t, index))
-
-
-def setitem(t: Tensor, index: Any, value: Any) -> None:
-    """``t[index] = value``, recorded as a rebase of ``t``'s history when needed."""
-    recording = _state.grad_enabled and (
-        t._requires_grad or (isinstance(value, Tensor) and value._requires_grad)
-    )
-    _check_inplace_allowed(t, recording)
-    index_data = _data_of(index)
-    t.data[index_data] = _data_of(value)
-    _bump(t)
-    if not recording:
-        return
-    rule = NAMED_RULES["setitem"]
-    old = _snapshot(t, copy=False)
-    args = (old, index, value)
-    paths, tensors = _scan(args, {})
-    replaced = _wrap(t.data, False, None, 0)
-    _record(rule, args, {}, paths, tensors, t.data, [replaced])
-    _rebase(t, replaced)
 
 
 def astype(t: Tensor, dtype: Any) -> Tensor:

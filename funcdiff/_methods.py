@@ -1,0 +1,208 @@
+"""The Tensor's operators and NumPy-protocol methods, installed from one table.
+
+The core Tensor (:mod:`funcdiff._core.tensor`) holds state and conversions only; it
+imports nothing that runs operations. This module, which sits above the operations
+(:mod:`funcdiff.ops`) and the engine (:mod:`funcdiff.autograd`), gives the class its
+operators, ``__array_ufunc__``/``__array_function__``, indexing, ``astype``, ``copy``
+and ``backward``, by ``setattr`` when ``funcdiff`` is imported (the pattern of JAX's
+``array_methods.py`` and HIPS autograd's ``numpy_boxes.py``).
+
+Each operator is a plain function that goes straight to the operation layer: an
+operator with a ufunc rule calls :func:`~funcdiff.ops.dispatch.call_positional` on
+the rule (looked up per call, so a rule registered later is used), the others
+:func:`~funcdiff.ops.dispatch.call_ufunc`, which refuses a ufunc without a rule with a
+clear error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import FunctionType
+from typing import Any
+
+import numpy as np
+
+from funcdiff._core.registry import UFUNC_RULES
+from funcdiff._core.tensor import Tensor
+from funcdiff.autograd import engine
+from funcdiff.ops.dispatch import array_function, astype, call_positional, call_ufunc, getitem
+from funcdiff.ops.inplace import inplace_ufunc, setitem
+from funcdiff.ops.protocol import array_ufunc
+
+__all__ = ["TENSOR_OPERATORS", "install"]
+
+#: The operator table: ``(name, ufunc, via)`` for ``Tensor.__{name}__``. ``via`` is
+#: ``"rule"`` (the ufunc's rule, on the fast positional path), ``"rule+r"`` (also the
+#: reflected ``__r{name}__``), ``"ufunc"``/``"ufunc+r"`` (through ``call_ufunc``) or
+#: ``"inplace"`` (``__i{name}__``, NumPy's in-place semantics, recorded as a rebase).
+TENSOR_OPERATORS: tuple[tuple[str, np.ufunc, str], ...] = (
+    ("add", np.add, "rule+r"),
+    ("sub", np.subtract, "rule+r"),
+    ("mul", np.multiply, "rule+r"),
+    ("truediv", np.true_divide, "rule+r"),
+    ("floordiv", np.floor_divide, "ufunc+r"),
+    ("mod", np.remainder, "ufunc+r"),
+    ("pow", np.power, "rule+r"),
+    ("matmul", np.matmul, "rule+r"),
+    ("neg", np.negative, "rule"),
+    ("pos", np.positive, "ufunc"),
+    ("abs", np.absolute, "ufunc"),
+    ("invert", np.invert, "ufunc"),
+    ("eq", np.equal, "ufunc"),
+    ("ne", np.not_equal, "ufunc"),
+    ("lt", np.less, "ufunc"),
+    ("le", np.less_equal, "ufunc"),
+    ("gt", np.greater, "ufunc"),
+    ("ge", np.greater_equal, "ufunc"),
+    ("and", np.bitwise_and, "ufunc"),
+    ("or", np.bitwise_or, "ufunc"),
+    ("xor", np.bitwise_xor, "ufunc"),
+    ("add", np.add, "inplace"),
+    ("sub", np.subtract, "inplace"),
+    ("mul", np.multiply, "inplace"),
+    ("truediv", np.true_divide, "inplace"),
+    ("floordiv", np.floor_divide, "inplace"),
+    ("mod", np.remainder, "inplace"),
+    ("pow", np.power, "inplace"),
+    ("matmul", np.matmul, "inplace"),
+)
+
+_UNARY = frozenset({"neg", "pos", "abs", "invert"})
+
+
+def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
+    """``self op other`` and ``other op self`` through the ufunc's rule."""
+    if unary:
+
+        def op(self: Tensor) -> Tensor:
+            return call_positional(UFUNC_RULES[ufunc], (self,))
+
+        return op, op
+
+    def op(self: Tensor, other: Any) -> Tensor:
+        return call_positional(UFUNC_RULES[ufunc], (self, other))
+
+    def rop(self: Tensor, other: Any) -> Tensor:
+        return call_positional(UFUNC_RULES[ufunc], (other, self))
+
+    return op, rop
+
+
+def _by_ufunc(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
+    """``self op other`` and ``other op self`` through ``call_ufunc``."""
+    if unary:
+
+        def op(self: Tensor) -> Tensor:
+            return call_ufunc(ufunc, self)
+
+        return op, op
+
+    def op(self: Tensor, other: Any) -> Tensor:
+        return call_ufunc(ufunc, self, other)
+
+    def rop(self: Tensor, other: Any) -> Tensor:
+        return call_ufunc(ufunc, other, self)
+
+    return op, rop
+
+
+def _in_place(ufunc: np.ufunc) -> Callable:
+    def op(self: Tensor, other: Any) -> Tensor:
+        return inplace_ufunc(ufunc, self, other)
+
+    return op
+
+
+def _operators() -> dict[str, Callable]:
+    """The dunder methods of :data:`TENSOR_OPERATORS`, by name."""
+    methods: dict[str, Callable] = {}
+    for name, ufunc, via in TENSOR_OPERATORS:
+        if via == "inplace":
+            methods[f"__i{name}__"] = _in_place(ufunc)
+            continue
+        make = _by_rule if via.startswith("rule") else _by_ufunc
+        op, rop = make(ufunc, name in _UNARY)
+        methods[f"__{name}__"] = op
+        if via.endswith("+r"):
+            methods[f"__r{name}__"] = rop
+    return methods
+
+
+class _Methods:
+    """The Tensor methods that are more than one table row (installed on Tensor)."""
+
+    def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method == "__call__" and not kwargs:
+            rule = UFUNC_RULES.get(ufunc)
+            if rule is not None:
+                return call_positional(rule, inputs)
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        return array_function(func, args, kwargs)
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return getitem(self, index)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        setitem(self, index, value)
+
+    def abs(self) -> Tensor:
+        """Elementwise absolute value (``abs'(0) = 0``)."""
+        return call_ufunc(np.absolute, self)
+
+    def astype(self, dtype: Any) -> Tensor:
+        """Cast to ``dtype``; the gradient is cast back (none for integer results)."""
+        return astype(self, dtype)
+
+    def copy(self) -> Tensor:
+        """A recorded copy."""
+        return call_ufunc(np.positive, self)
+
+    def backward(
+        self,
+        gradient: Any = None,
+        retain_graph: bool | None = None,
+        create_graph: bool = False,
+        inputs: Sequence[Tensor] | Tensor | None = None,
+    ) -> None:
+        """Accumulate the gradient of this tensor into the ``.grad`` of the leaves.
+
+        Parameters
+        ----------
+        gradient : Tensor or array_like, optional
+            The cotangent; required unless the tensor has a single element.
+        retain_graph : bool, optional
+            Keep the saved values for another backward pass (default: ``create_graph``).
+        create_graph : bool
+            Record the backward pass, so the gradients can be differentiated again.
+        inputs : sequence of Tensor, optional
+            Accumulate only into these tensors.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> x = fd.tensor(3.0, requires_grad=True)
+        >>> (x ** 2).backward()
+        >>> x.grad
+        tensor(6.)
+        """
+        engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+
+def install() -> None:
+    """Give :class:`~funcdiff._core.tensor.Tensor` its operators and methods.
+
+    Called once when ``funcdiff`` is imported; calling it again changes nothing.
+    """
+    methods = _operators()
+    methods.update(
+        (name, value) for name, value in vars(_Methods).items() if isinstance(value, FunctionType)
+    )
+    for name, fn in methods.items():
+        fn.__name__ = name
+        fn.__qualname__ = f"Tensor.{name}"
+        setattr(Tensor, name, fn)
+
+
+install()

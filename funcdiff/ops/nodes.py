@@ -1,0 +1,290 @@
+"""The nodes a recorded rule leaves in the graph.
+
+:class:`RuleNode` is the general node of :func:`funcdiff.ops.dispatch.call`;
+:class:`PositionalNode` its lean sibling for positional ufunc calls (operators), the
+hot path. Both save what the rule's vjps read and refuse, at backward time, a saved
+value that was modified in place since.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from funcdiff._core.graph import (
+    FREED_GRAPH_MESSAGE,
+    INPLACE,
+    Node,
+    describe_value,
+    raise_modified,
+    version_of,
+)
+from funcdiff._core.tensor import Tensor, wrap
+
+__all__ = ["RuleNode", "PositionalNode"]
+
+# Shared, never mutated: rules receive **kwargs, which Python copies.
+_NO_KWARGS: dict[str, Any] = {}
+
+
+class _SavedNode(Node):
+    """A node of a registered :class:`Rule`: what both node kinds save and check.
+
+    ``checks`` is a flat tuple of ``(label, version)`` pairs for the saved values the
+    rule reads, where the label ``"ans"`` stands for the node's own output.
+    """
+
+    __slots__ = ("rule", "args", "ans", "checks", "epoch")
+
+    # Rules are written with NumPy calls, which a BasisBatch answers (densely if need be).
+    accepts_structured = True
+    # The vjps run on constant saved values unless create_graph: transposing them
+    # records a graph of the cotangent only.
+    transposes_on_constants = True
+
+    def name(self) -> str:
+        return self.rule.node_name
+
+    def saved_value(self, label: Any) -> Any:
+        raise NotImplementedError
+
+    def check_saved(self) -> None:
+        """Raise if a value this node's rule reads was modified in place since."""
+        checks = self.checks
+        for k in range(0, len(checks), 2):
+            label = checks[k]
+            if label == "ans":
+                if self.modified:
+                    raise_modified(self, "ans", None, None)
+                continue
+            current = version_of(self.saved_value(label))
+            if current != checks[k + 1]:
+                raise_modified(self, label, current, checks[k + 1])
+        self.epoch = INPLACE.count  # verified as of now
+
+    def tangent_maps(self) -> tuple[tuple | None, bool]:
+        """The rule's tangent map for each edge (None when one is missing or cannot
+        apply), and whether a batch of tangents must be padded (:meth:`Rule.tangent_maps`)."""
+        raise NotImplementedError
+
+    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
+        """``(args, kwargs, ans)`` for the rule's maps, checked for in-place changes."""
+        raise NotImplementedError
+
+    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
+        jvps, pad = self.tangent_maps()
+        if jvps is not None:
+            # The output tangent: each argument's tangent map applied to its tangent, summed.
+            args, kwargs, ans = self.saved_inputs(create_graph)
+            # A batch of tangents is aligned with the output's axes, as broadcasting
+            # aligns the arguments (elementwise rules).
+            ndim = len(self.out_meta[0][0]) + 1 if batched and pad else 0
+            total = None
+            for jvp, t in zip(jvps, tangents):
+                if t is None:
+                    continue
+                if t.ndim < ndim:
+                    t = t.reshape(t.shape[:1] + (1,) * (ndim - t.ndim) + t.shape[1:])
+                r = jvp(t, ans, *args, **kwargs) if kwargs else jvp(t, ans, *args)
+                if r is NotImplemented:  # the map declines: transpose the vjps
+                    break
+                total = r if total is None else total + r
+            else:
+                return [total]
+        return NotImplemented  # forward mode transposes the vjps
+
+
+class RuleNode(_SavedNode):
+    """A node that differentiates through a registered :class:`Rule`."""
+
+    __slots__ = ("kwargs", "paths", "multi", "nested")
+
+    def release(self) -> None:
+        self.args = None
+        self.kwargs = None
+        self.ans = None
+        self.checks = ()
+
+    def saved_value(self, label: Any) -> Any:
+        """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
+        key, sub = label
+        value = self.args[key] if isinstance(key, int) else self.kwargs[key]
+        return value if sub is None else value[sub]
+
+    def describe_saved(self, label: Any) -> str:
+        if label == "ans":
+            value = self.ans[0] if self.multi else self.ans
+            return f"{describe_value(value)}, which is an output of {self.name()},"
+        key = label[0]
+        value = self.saved_value(label)
+        where = ""
+        if isinstance(value, Tensor) and value.grad_fn is not None:
+            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
+        return f"argument {key} {describe_value(value)}{where}"
+
+    def _ans_tensors(self) -> Any:
+        # Under create_graph the output re-enters the graph as a Tensor produced by
+        # this very node, so derivatives of rules that read ``ans`` flow through it.
+        if self.multi:
+            return tuple(
+                wrap(a, a.dtype.kind == "f", self if a.dtype.kind == "f" else None, i)
+                for i, a in enumerate(self.ans)
+            )
+        return wrap(self.ans, True, self, 0)
+
+    def tangent_maps(self) -> tuple[tuple | None, bool]:
+        if self.multi or any(type(key) is not int or sub is not None for key, sub in self.paths):
+            return None, False
+        return self.rule.tangent_maps(tuple(key for key, _ in self.paths))
+
+    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
+        args = self.args
+        if args is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.checks and self.epoch != INPLACE.count:
+            self.check_saved()
+        kwargs = self.kwargs
+        if create_graph:
+            return args, kwargs, self._ans_tensors()
+        if self.nested:
+            args = [_data_of(a) for a in args]
+        else:
+            args = [a.data if type(a) is Tensor else a for a in args]
+        if kwargs:
+            kwargs = {k: _data_of(v) for k, v in kwargs.items()}
+        return args, kwargs, self.ans
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        args, kwargs, ans = self.saved_inputs(create_graph)
+        g = tuple(grads) if self.multi else grads[0]
+        rule = self.rule
+        paths = self.paths
+        if rule.vjp_all is not None:
+            needs = tuple(any(p[0] == i for p in paths) for i in range(len(args)))
+            results = rule.vjp_all(needs, g, ans, *args, **kwargs)
+            return [results[k] if sub is None else results[k][sub] for k, sub in paths]
+        if len(paths) == 1:
+            key, sub = paths[0]
+            if kwargs:
+                r = rule.vjps[key](g, ans, *args, **kwargs)
+            else:
+                r = rule.vjps[key](g, ans, *args)
+            return [r if sub is None else r[sub]]
+        done: dict = {}
+        out = []
+        for key, sub in paths:
+            if key not in done:
+                done[key] = rule.vjps[key](g, ans, *args, **kwargs)
+            r = done[key]
+            out.append(r if sub is None else r[sub])
+        return out
+
+
+def _data_of(obj: Any) -> Any:
+    """ndarray for a Tensor; the same for the Tensors inside a list or tuple."""
+    if isinstance(obj, Tensor):
+        return obj.data
+    if type(obj) in (list, tuple) and any(isinstance(o, Tensor) for o in obj):
+        return type(obj)(o.data if isinstance(o, Tensor) else o for o in obj)
+    return obj
+
+
+class PositionalNode(_SavedNode):
+    """A node of a rule called with positional arguments only: operators and ufuncs.
+
+    The lean sibling of :class:`RuleNode` for the calls that dominate small-array
+    code. It keeps the call's own tuple of arguments (Tensors and constants), whose
+    arrays the first-order pass reads, and shares its plan. Its check labels are
+    argument positions.
+    """
+
+    __slots__ = ("plan",)
+
+    def release(self) -> None:
+        self.args = None
+        self.ans = None
+
+    def saved_value(self, label: Any) -> Any:
+        return self.args[label]
+
+    def describe_saved(self, label: Any) -> str:
+        if label == "ans":
+            return f"{describe_value(self.ans)}, which is an output of {self.name()},"
+        value = self.args[label]
+        where = ""
+        if isinstance(value, Tensor) and value.grad_fn is not None:
+            where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
+        return f"argument {label} {describe_value(value)}{where}"
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
+        return self.run(grads, create_graph, True)
+
+    def tangent_maps(self) -> tuple[tuple | None, bool]:
+        return self.plan.tangent_maps
+
+    def saved_inputs(self, create_graph: bool) -> tuple[Sequence[Any], dict, Any]:
+        if self.args is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.epoch != INPLACE.count:
+            self.check_saved()
+        if create_graph:
+            # The output re-enters the graph as a Tensor produced by this very node, so
+            # derivatives of rules that read ``ans`` flow through it.
+            ans = self.ans if self.ans is None else wrap(self.ans, True, self, 0)
+            return self.args, _NO_KWARGS, ans
+        return _arrays(self.args), _NO_KWARGS, self.ans
+
+    def run(self, grads: list, create_graph: bool, retain_graph: bool) -> Sequence[Any]:
+        if not create_graph and self.plan.vjp is not None:
+            return (self.run_single(grads[0], retain_graph),)
+        args, _, ans = self.saved_inputs(create_graph)
+        result = self._vjps(grads[0], ans, args)
+        if not retain_graph:
+            self.args = self.ans = None
+        return result
+
+    def run_single(self, grad: Any, retain_graph: bool) -> Any:
+        vjp = self.plan.vjp
+        if vjp is None:  # one vjp for all arguments (``Rule.vjp_all``)
+            return self.run([grad], False, retain_graph)[0]
+        # saved_inputs' checks, inline: this is every chain link's path.
+        args = self.args
+        if args is None:
+            raise RuntimeError(FREED_GRAPH_MESSAGE)
+        if self.epoch != INPLACE.count:
+            self.check_saved()
+        # Unary and binary calls, the common cases, without building a tuple of arrays.
+        if len(args) == 1:
+            a = args[0]
+            result = vjp(grad, self.ans, a.data if type(a) is Tensor else a)
+        elif len(args) == 2:
+            a, b = args
+            da = a.data if type(a) is Tensor else a
+            result = vjp(grad, self.ans, da, b.data if type(b) is Tensor else b)
+        else:
+            result = vjp(grad, self.ans, *_arrays(args))
+        if not retain_graph:
+            self.args = self.ans = None
+        return result
+
+    def _vjps(self, g: Any, ans: Any, args: Sequence[Any]) -> Sequence[Any]:
+        """One cotangent per differentiated argument."""
+        plan = self.plan
+        if plan.vjp is not None:
+            return (plan.vjp(g, ans, *args),)
+        if self.rule.vjp_all is not None:
+            results = self.rule.vjp_all(plan.needs, g, ans, *args)
+            return [results[k] for k in plan.keys]
+        vjps = self.rule.vjps
+        return [vjps[k](g, ans, *args) for k in plan.keys]
+
+
+def _arrays(args: tuple) -> tuple:
+    """The arguments with each Tensor replaced by its array."""
+    if len(args) == 1:
+        a = args[0]
+        return (a.data if type(a) is Tensor else a,)
+    if len(args) == 2:
+        a, b = args
+        return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
+    return tuple([a.data if type(a) is Tensor else a for a in args])
