@@ -138,7 +138,7 @@ def test_ufunc_out_argument_aliasing_an_input() -> None:
     """Found by the fuzzer: ``np.multiply(v, w, out=v)`` (NumPy's spelling of ``v *= w``)
     recorded the multiplication with ``v`` itself as the saved operand, then overwrote
     ``v``: every backward pass raised "modified by an inplace operation". Fixed in
-    ``_ops.array_ufunc`` (operands aliasing ``out`` are snapshotted first)."""
+    ``ops.protocol.array_ufunc`` (operands aliasing ``out`` are snapshotted first)."""
     _assert_passes(
         ["v0 = x0 * 1.0", "np.multiply(v0, np.tanh(x1), out=v0)"],
         [[0.5, -1.0, 0.25], [0.3, 0.8, -1.2]],
