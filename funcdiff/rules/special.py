@@ -454,23 +454,17 @@ def _bessel_rule(ufunc, recurrence, low, high, *, integer_order=False, conventio
     )
 
 
+def _cylinder_recurrence(f):
+    """``Z_v' = (Z_{v-1} - Z_{v+1}) / 2``: the x-derivative of ``J_v`` and ``Y_v`` (and of
+    ``jve``, ``yve``, which equal them for real x)."""
+    return lambda v, x, ans: 0.5 * (f(v - 1.0, x) - f(v + 1.0, x))
+
+
 # sp.jn is sp.jv.
-_bessel_rule(sp.jv, lambda v, x, ans: 0.5 * (sp.jv(v - 1.0, x) - sp.jv(v + 1.0, x)), 0.3, 4.0)
-_bessel_rule(
-    sp.jve,
-    lambda v, x, ans: 0.5 * (sp.jve(v - 1.0, x) - sp.jve(v + 1.0, x)),
-    0.3,
-    4.0,
-    convention="real x, where jve = jv",
-)
-_bessel_rule(sp.yv, lambda v, x, ans: 0.5 * (sp.yv(v - 1.0, x) - sp.yv(v + 1.0, x)), 0.3, 4.0)
-_bessel_rule(
-    sp.yve,
-    lambda v, x, ans: 0.5 * (sp.yve(v - 1.0, x) - sp.yve(v + 1.0, x)),
-    0.3,
-    4.0,
-    convention="real x, where yve = yv",
-)
+_bessel_rule(sp.jv, _cylinder_recurrence(sp.jv), 0.3, 4.0)
+_bessel_rule(sp.jve, _cylinder_recurrence(sp.jve), 0.3, 4.0, convention="real x, where jve = jv")
+_bessel_rule(sp.yv, _cylinder_recurrence(sp.yv), 0.3, 4.0)
+_bessel_rule(sp.yve, _cylinder_recurrence(sp.yve), 0.3, 4.0, convention="real x, where yve = yv")
 _bessel_rule(sp.iv, lambda v, x, ans: 0.5 * (sp.iv(v - 1.0, x) + sp.iv(v + 1.0, x)), 0.3, 3.0)
 _bessel_rule(
     sp.ive,
@@ -631,25 +625,15 @@ _softmax_cases = (
     Case((Arg((2, 3, 4)),), {"axis": (0, 2)}),
     Case((Arg(()),)),
 )
-register(
-    Rule(
-        "softmax",
-        sp.softmax,
-        impl=softmax_tensor,
-        cases=_softmax_cases,
-        family="special",
-        convention="the max shift is a constant",
-    ),
-    sp.softmax,
-)
-register(
-    Rule(
-        "log_softmax",
-        sp.log_softmax,
-        impl=log_softmax_tensor,
-        cases=_softmax_cases,
-        family="special",
-        convention="the max shift is a constant",
-    ),
-    sp.log_softmax,
-)
+for _fn, _impl in ((sp.softmax, softmax_tensor), (sp.log_softmax, log_softmax_tensor)):
+    register(
+        Rule(
+            _fn.__name__,
+            _fn,
+            impl=_impl,
+            cases=_softmax_cases,
+            family="special",
+            convention="the max shift is a constant",
+        ),
+        _fn,
+    )
