@@ -239,8 +239,8 @@ def _extremum_vjp(skip_nan: bool) -> Any:
     (``skip_nan``: NaN entries never attain it, as in ``nanmax``)."""
 
     def vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
-        weights = _tie_weights(a, ans, axis, keepdims, skip_nan)
-        return expand_reduced(g, ans, a, axis, keepdims) * weights
+        ge = expand_reduced(g, ans, a, axis, keepdims)
+        return ge * _tie_weights(a, ans, axis, keepdims, skip_nan)
 
     return vjp
 
