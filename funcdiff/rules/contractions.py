@@ -177,34 +177,42 @@ def _tensordot_axes(axes, nda: int, ndb: int) -> tuple[list[int], list[int]]:
     return [i % nda for i in xa], [i % ndb for i in xb]
 
 
-def _tensordot_vjp_a(g, ans, a, b, axes=2):
-    nda, ndb = np.ndim(a), np.ndim(b)
-    axa, axb = _tensordot_axes(axes, nda, ndb)
-    nbt = batch_ndim(g, ans)
-    fa = [i for i in range(nda) if i not in axa]
-    fb = [j for j in range(ndb) if j not in axb]
-    g_fb = [nbt + len(fa) + p for p in range(len(fb))]
-    res = np.tensordot(g, b, axes=(g_fb, fb))  # batch + a[fa] + b[axb sorted]
-    rank = {j: r for r, j in enumerate(sorted(axb))}
-    pos = []
-    for i in range(nda):
-        pos.append(nbt + fa.index(i) if i in fa else nbt + len(fa) + rank[axb[axa.index(i)]])
-    return np.transpose(res, tuple(range(nbt)) + tuple(pos))
+def _tensordot_vjp(operand: int):
+    """The vjp of ``tensordot`` for ``a`` (``operand`` 0) or ``b`` (1).
+
+    ``g`` has the batch axes, then the free axes of ``a``, then those of ``b``. It is
+    contracted with the other operand over that operand's free axes, which leaves the
+    batch, this operand's free axes and its contracted ones (in the other operand's
+    sorted order); a transpose puts them back in this operand's order.
+    """
+
+    def vjp(g, ans, a, b, axes=2):
+        nda, ndb = np.ndim(a), np.ndim(b)
+        axa, axb = _tensordot_axes(axes, nda, ndb)
+        nbt = batch_ndim(g, ans)
+        fa = [i for i in range(nda) if i not in axa]
+        fb = [j for j in range(ndb) if j not in axb]
+        if operand == 0:
+            nd, free, summed, other, other_free, other_summed = nda, fa, axa, b, fb, axb
+            g_other = [nbt + len(fa) + p for p in range(len(fb))]
+        else:
+            nd, free, summed, other, other_free, other_summed = ndb, fb, axb, a, fa, axa
+            g_other = [nbt + p for p in range(len(fa))]
+        res = np.tensordot(g, other, axes=(g_other, other_free))
+        rank = {j: r for r, j in enumerate(sorted(other_summed))}
+        pos = [
+            nbt + free.index(i)
+            if i in free
+            else nbt + len(free) + rank[other_summed[summed.index(i)]]
+            for i in range(nd)
+        ]
+        return np.transpose(res, tuple(range(nbt)) + tuple(pos))
+
+    return vjp
 
 
-def _tensordot_vjp_b(g, ans, a, b, axes=2):
-    nda, ndb = np.ndim(a), np.ndim(b)
-    axa, axb = _tensordot_axes(axes, nda, ndb)
-    nbt = batch_ndim(g, ans)
-    fa = [i for i in range(nda) if i not in axa]
-    fb = [j for j in range(ndb) if j not in axb]
-    g_fa = [nbt + p for p in range(len(fa))]
-    res = np.tensordot(g, a, axes=(g_fa, fa))  # batch + b[fb] + a[axa sorted]
-    rank = {i: r for r, i in enumerate(sorted(axa))}
-    pos = []
-    for j in range(ndb):
-        pos.append(nbt + fb.index(j) if j in fb else nbt + len(fb) + rank[axa[axb.index(j)]])
-    return np.transpose(res, tuple(range(nbt)) + tuple(pos))
+_tensordot_vjp_a = _tensordot_vjp(0)
+_tensordot_vjp_b = _tensordot_vjp(1)
 
 
 def _tensordot(a, b, axes=2):

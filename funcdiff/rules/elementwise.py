@@ -55,14 +55,19 @@ def unary(
     high: float = 2.0,
     convention: str = "",
     cases: tuple[Case, ...] = (),
+    *,
+    name: str | None = None,
+    family: str = "elementwise",
 ) -> Rule:
+    """Register the rule of a one-argument ufunc, tested on :func:`unary_cases` in
+    ``[low, high]`` plus ``cases``; ``name`` defaults to the ufunc's own."""
     rule = Rule(
-        ufunc.__name__,
+        name or ufunc.__name__,
         ufunc,
         vjps={0: vjp},
         cases=unary_cases(low, high) + tuple(cases),
         convention=convention,
-        family="elementwise",
+        family=family,
         diagonal=True,
     )
     return register(rule)

@@ -134,6 +134,17 @@ def _solve_many(solver: Callable, a, rhs, vector: bool):
     return np.squeeze(x, -1) if vector else x
 
 
+def _solution_outer(first, second, vector: bool):
+    """``first second^T`` for solutions and cotangents of a linear solve (``gb x^T``).
+
+    Vectors (``vector``: ``b`` was 1-D) give their outer product, (stacks of) matrices
+    their matrix product; a stack against one matrix is a single GEMM.
+    """
+    if vector:
+        return np.expand_dims(first, -1) * np.expand_dims(second, -2)
+    return _mm(first, _mT(second))
+
+
 def _wrap_kwargs_dispatch(fn: Callable) -> Callable:
     """Like ``_registry.dispatching``, but also finds Tensors one level inside tuples
     and lists and among keyword arguments (``cho_solve((c, lower), b)``)."""
@@ -180,12 +191,7 @@ def _linalg_solve(a, b):
 def _solve_vjp_all(needs, g, ans, a, b):
     vector = np.ndim(b) == 1
     gb = _solve_many(np.linalg.solve, _mT(a), g, vector)
-    ga = None
-    if needs[0]:
-        if vector:
-            ga = -(np.expand_dims(gb, -1) * np.expand_dims(ans, -2))
-        else:
-            ga = -_mm(gb, _mT(ans)) if np.ndim(ans) == 2 else -np.matmul(gb, _mT(ans))
+    ga = -_solution_outer(gb, ans, vector) if needs[0] else None
     return [ga, gb if needs[1] else None]
 
 

@@ -367,6 +367,11 @@ register(
 _NOVALUE = np._NoValue
 
 
+def _neighbours(ax: int) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+    """Index tuples for entries ``1..n-1`` and ``0..n-2`` along axis ``ax``."""
+    return (slice(None),) * ax + (slice(1, None),), (slice(None),) * ax + (slice(None, -1),)
+
+
 def _diff(a, n=1, axis=-1, prepend=_NOVALUE, append=_NOVALUE):
     if n == 0:
         return a
@@ -386,8 +391,7 @@ def _diff(a, n=1, axis=-1, prepend=_NOVALUE, append=_NOVALUE):
             parts.insert(min(at, len(parts)), extra)
     if len(parts) > 1:
         a = np.concatenate(parts, axis=ax)
-    upper = (slice(None),) * ax + (slice(1, None),)
-    lower = (slice(None),) * ax + (slice(None, -1),)
+    upper, lower = _neighbours(ax)
     op = np.not_equal if np.result_type(a) == np.bool_ else np.subtract
     for _ in range(n):
         a = op(a[upper], a[lower])
@@ -444,8 +448,7 @@ def _trapezoid(y, x=None, dx=1.0, axis=-1):
         d = np.reshape(np.diff(x), tuple(shape))
     else:
         d = np.diff(x, axis=ax)
-    upper = (slice(None),) * ax + (slice(1, None),)
-    lower = (slice(None),) * ax + (slice(None, -1),)
+    upper, lower = _neighbours(ax)
     return np.sum(d * (y[upper] + y[lower]) / 2.0, axis=ax)
 
 

@@ -223,6 +223,9 @@ def _tie_weights(a: Any, ans: Any, axis: Any, keepdims: bool, skip_nan: bool = F
 
 
 def _extremum(name: str, func: Any) -> Any:
+    """The forward of ``max``/``min``/``nanmax``/``nanmin``: ``func`` with NumPy's
+    signature, refusing ``out``, ``initial`` and ``where``."""
+
     def forward(a, axis=None, out=None, keepdims=False, initial=_NOVALUE, where=True):
         _unsupported(name, out=out, initial=initial, where=where)
         return func(a, axis=axis, keepdims=_keepdims(keepdims))
@@ -231,8 +234,15 @@ def _extremum(name: str, func: Any) -> Any:
     return forward
 
 
-def _extremum_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
-    return expand_reduced(g, ans, a, axis, keepdims) * _tie_weights(a, ans, axis, keepdims)
+def _extremum_vjp(skip_nan: bool) -> Any:
+    """The vjp of an extremum: ``g`` split evenly over the entries that attain it
+    (``skip_nan``: NaN entries never attain it, as in ``nanmax``)."""
+
+    def vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
+        ge = expand_reduced(g, ans, a, axis, keepdims)
+        return ge * _tie_weights(a, ans, axis, keepdims, skip_nan)
+
+    return vjp
 
 
 def _extremum_cases() -> tuple[Case, ...]:
@@ -255,7 +265,7 @@ for _name, _func, _keys in (
         Rule(
             _name,
             _extremum(_name, _func),
-            vjps={0: _extremum_vjp},
+            vjps={0: _extremum_vjp(skip_nan=False)},
             cases=_extremum_cases(),
             convention=_TIES + "; a NaN result sends it to the NaN entries",
             family="reductions",
@@ -402,20 +412,6 @@ def _nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=_NOVALU
     return np.prod(_nan_to(a, 1.0), axis=axis, dtype=dtype, keepdims=_keepdims(keepdims))
 
 
-def _nan_extremum(name: str, func: Any) -> Any:
-    def forward(a, axis=None, out=None, keepdims=False, initial=_NOVALUE, where=True):
-        _unsupported(name, out=out, initial=initial, where=where)
-        return func(a, axis=axis, keepdims=_keepdims(keepdims))
-
-    forward.__name__ = forward.__qualname__ = f"_{name}"
-    return forward
-
-
-def _nan_extremum_vjp(g, ans, a, axis=None, out=None, keepdims=False, initial=None, where=True):
-    weights = _tie_weights(a, ans, axis, keepdims, skip_nan=True)
-    return expand_reduced(g, ans, a, axis, keepdims) * weights
-
-
 def _nan_cases(distinct: bool = False) -> tuple[Case, ...]:
     kind = "distinct" if distinct else "uniform"
     return (
@@ -443,8 +439,8 @@ for _name in ("nanmax", "nanmin"):
     register(
         Rule(
             _name,
-            _nan_extremum(_name, getattr(np, _name)),
-            vjps={0: _nan_extremum_vjp},
+            _extremum(_name, getattr(np, _name)),
+            vjps={0: _extremum_vjp(skip_nan=True)},
             cases=_nan_cases(distinct=True),
             convention=_NAN + "; " + _TIES,
             family="reductions",

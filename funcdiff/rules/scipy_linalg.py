@@ -10,12 +10,20 @@ solver reads.
 
 Examples
 --------
+An upper-triangular solve leaves ``a`` as it was (``overwrite_a`` is not passed on) and
+gives no gradient to the entry below the diagonal, which the solver never reads:
+
 >>> import numpy as np
 >>> import funcdiff as fd
->>> from funcdiff.linalg import cho_factor, cho_solve
->>> a = fd.tensor([[4.0, 2.0], [2.0, 3.0]], requires_grad=True)
->>> cho_solve(cho_factor(a), np.array([1.0, 2.0]))
-tensor([-0.125,  0.75 ], grad_fn=<ScipyLinalgChoSolveBackward>)
+>>> from funcdiff.linalg import solve
+>>> a = fd.tensor([[2.0, 1.0], [3.0, 4.0]], requires_grad=True)
+>>> x = solve(a, np.array([3.0, 8.0]), assume_a="upper triangular", overwrite_a=True)
+>>> a.data
+array([[2., 1.],
+       [3., 4.]])
+>>> fd.grad(x.sum(), a)[0]
+tensor([[-0.25, -1.  ],
+        [-0.  , -0.25]])
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from funcdiff.rules.linalg import (
     _cholesky_core_vjp,
     _det_gradient,
     _inv_vjp,
+    _solution_outer,
     _solve_many,
     _solve_triangular,
     _sym,
@@ -77,11 +86,7 @@ def _solve_triangular_vjp_all(
     gb = _solve_many(solver, a, g, vector)
     ga = None
     if needs[0]:
-        if vector:
-            first, second = (gb, ans) if t == 0 else (ans, gb)
-            full = np.expand_dims(first, -1) * np.expand_dims(second, -2)
-        else:
-            full = np.matmul(gb, _mT(ans)) if t == 0 else np.matmul(ans, _mT(gb))
+        full = _solution_outer(gb, ans, vector) if t == 0 else _solution_outer(ans, gb, vector)
         n = np.shape(a)[-1]
         # Only the triangle that is read (without its diagonal if unit) has a gradient.
         ga = -(full * _tri_mask(n, lower, -1 if unit_diagonal else 0))
@@ -159,10 +164,7 @@ def _cho_solve_vjp_all(needs, g, ans, c_and_lower, b, overwrite_b=False, check_f
     gb = _solve_many(solver, c, g, vector)
     gc = None
     if needs[0]:
-        if vector:
-            outer = np.expand_dims(gb, -1) * np.expand_dims(ans, -2)
-        else:
-            outer = np.matmul(gb, _mT(ans))
+        outer = _solution_outer(gb, ans, vector)
         s = -(outer + _mT(outer))
         n = np.shape(c)[-1]
         mask = _tri_mask(n, lower)
@@ -300,11 +302,7 @@ def _scipy_solve_vjp_all(
     gb = _solve_many(solver, a, g, vector)
     ga = None
     if needs[0]:
-        first, second = (ans, gb) if transposed else (gb, ans)
-        if vector:
-            full = np.expand_dims(first, -1) * np.expand_dims(second, -2)
-        else:
-            full = np.matmul(first, _mT(second))
+        full = _solution_outer(ans, gb, vector) if transposed else _solution_outer(gb, ans, vector)
         ga = -_project_structure(full, np.shape(a)[-1], assume_a, lower)
     return [ga, gb if needs[1] else None]
 

@@ -21,13 +21,15 @@ rather than getting a silently wrong (zero) gradient. Integer orders (``polygamm
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
 from funcdiff._core.tensor import Tensor
-from funcdiff.rules.elementwise import binary_cases, unary_cases
+from funcdiff.rules.elementwise import binary_cases, unary, unary_cases
 
 SQRT_PI = float(np.sqrt(np.pi))
 SQRT_2PI = float(np.sqrt(2.0 * np.pi))
@@ -36,22 +38,15 @@ LN10 = float(np.log(10.0))
 TWO_OVER_SQRT_PI = 2.0 / SQRT_PI
 
 
-def _unary(ufunc, vjp, low=-2.0, high=2.0, convention="", cases=(), name=None) -> Rule:
-    return register(
-        Rule(
-            name or ufunc.__name__,
-            ufunc,
-            vjps={0: vjp},
-            cases=unary_cases(low, high) + tuple(cases),
-            convention=convention,
-            family="special",
-            diagonal=True,
-        ),
-        ufunc,
-    )
+_unary = functools.partial(unary, family="special")
 
 
-def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None) -> Rule:
+def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None, dispatcher=None) -> Rule:
+    """Register the rule of a two-argument function ``ufunc`` (``vjps`` by position).
+
+    ``dispatcher``: the wrapper that sends Tensors to the rule, for a function that is
+    not a ufunc and so cannot dispatch by itself; the rule is registered for both.
+    """
     return register(
         Rule(
             name or ufunc.__name__,
@@ -63,6 +58,7 @@ def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None) -> Rule:
             family="special",
             diagonal=True,
         ),
+        *(() if dispatcher is None else (dispatcher,)),
         ufunc,
     )
 
@@ -166,24 +162,18 @@ def _polygamma_vjp(g, ans, n, x):
     return g * polygamma(np.add(n, 1), x)
 
 
-register(
-    Rule(
-        "polygamma",
-        sp.polygamma,
-        vjps={1: _polygamma_vjp},
-        nondiff_args=frozenset({0}),
-        cases=(
-            Case((1, Arg((3, 4), 0.3, 4.0))),
-            Case((np.array([0, 1, 2]), Arg((2, 3), 0.3, 4.0))),
-            Case((Arg((3, 1), 0, 4, kind="int"), Arg((1, 4), 0.5, 3.0))),
-            Case((3, Arg((), 0.5, 3.0))),
-        ),
-        convention="n is an integer order (a constant)",
-        family="special",
-        diagonal=True,
-    ),
-    polygamma,
+_binary(
     sp.polygamma,
+    {1: _polygamma_vjp},
+    (
+        Case((1, Arg((3, 4), 0.3, 4.0))),
+        Case((np.array([0, 1, 2]), Arg((2, 3), 0.3, 4.0))),
+        Case((Arg((3, 1), 0, 4, kind="int"), Arg((1, 4), 0.5, 3.0))),
+        Case((3, Arg((), 0.5, 3.0))),
+    ),
+    convention="n is an integer order (a constant)",
+    nondiff=(0,),
+    dispatcher=polygamma,
 )
 
 
@@ -194,19 +184,13 @@ def _multigammaln_vjp(g, ans, a, d):
     return g * total
 
 
-register(
-    Rule(
-        "multigammaln",
-        sp.multigammaln,
-        vjps={0: _multigammaln_vjp},
-        nondiff_args=frozenset({1}),
-        cases=(Case((Arg((3,), 2.0, 4.0), 3)), Case((Arg((), 1.5, 3.0), 2))),
-        convention="d is an integer dimension (a constant)",
-        family="special",
-        diagonal=True,
-    ),
-    multigammaln,
+_binary(
     sp.multigammaln,
+    {0: _multigammaln_vjp},
+    (Case((Arg((3,), 2.0, 4.0), 3)), Case((Arg((), 1.5, 3.0), 2))),
+    convention="d is an integer dimension (a constant)",
+    nondiff=(1,),
+    dispatcher=multigammaln,
 )
 
 
@@ -470,23 +454,17 @@ def _bessel_rule(ufunc, recurrence, low, high, *, integer_order=False, conventio
     )
 
 
+def _cylinder_recurrence(f):
+    """``Z_v' = (Z_{v-1} - Z_{v+1}) / 2``: the x-derivative of ``J_v`` and ``Y_v`` (and of
+    ``jve``, ``yve``, which equal them for real x)."""
+    return lambda v, x, ans: 0.5 * (f(v - 1.0, x) - f(v + 1.0, x))
+
+
 # sp.jn is sp.jv.
-_bessel_rule(sp.jv, lambda v, x, ans: 0.5 * (sp.jv(v - 1.0, x) - sp.jv(v + 1.0, x)), 0.3, 4.0)
-_bessel_rule(
-    sp.jve,
-    lambda v, x, ans: 0.5 * (sp.jve(v - 1.0, x) - sp.jve(v + 1.0, x)),
-    0.3,
-    4.0,
-    convention="real x, where jve = jv",
-)
-_bessel_rule(sp.yv, lambda v, x, ans: 0.5 * (sp.yv(v - 1.0, x) - sp.yv(v + 1.0, x)), 0.3, 4.0)
-_bessel_rule(
-    sp.yve,
-    lambda v, x, ans: 0.5 * (sp.yve(v - 1.0, x) - sp.yve(v + 1.0, x)),
-    0.3,
-    4.0,
-    convention="real x, where yve = yv",
-)
+_bessel_rule(sp.jv, _cylinder_recurrence(sp.jv), 0.3, 4.0)
+_bessel_rule(sp.jve, _cylinder_recurrence(sp.jve), 0.3, 4.0, convention="real x, where jve = jv")
+_bessel_rule(sp.yv, _cylinder_recurrence(sp.yv), 0.3, 4.0)
+_bessel_rule(sp.yve, _cylinder_recurrence(sp.yve), 0.3, 4.0, convention="real x, where yve = yv")
 _bessel_rule(sp.iv, lambda v, x, ans: 0.5 * (sp.iv(v - 1.0, x) + sp.iv(v + 1.0, x)), 0.3, 3.0)
 _bessel_rule(
     sp.ive,
@@ -647,25 +625,15 @@ _softmax_cases = (
     Case((Arg((2, 3, 4)),), {"axis": (0, 2)}),
     Case((Arg(()),)),
 )
-register(
-    Rule(
-        "softmax",
-        sp.softmax,
-        impl=softmax_tensor,
-        cases=_softmax_cases,
-        family="special",
-        convention="the max shift is a constant",
-    ),
-    sp.softmax,
-)
-register(
-    Rule(
-        "log_softmax",
-        sp.log_softmax,
-        impl=log_softmax_tensor,
-        cases=_softmax_cases,
-        family="special",
-        convention="the max shift is a constant",
-    ),
-    sp.log_softmax,
-)
+for _fn, _impl in ((sp.softmax, softmax_tensor), (sp.log_softmax, log_softmax_tensor)):
+    register(
+        Rule(
+            _fn.__name__,
+            _fn,
+            impl=_impl,
+            cases=_softmax_cases,
+            family="special",
+            convention="the max shift is a constant",
+        ),
+        _fn,
+    )
