@@ -34,16 +34,20 @@ tensor([[2., 0.],
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap, as_tensor
-from funcdiff.autograd import Function, enable_grad, grad
-from funcdiff.autograd.forward import push_forward
-from funcdiff.autograd.structured import identity_rows
+from funcdiff._jacobian import (
+    basis_rows,
+    jacobian_forward,
+    jacobian_reverse,
+    one_hot,
+    push_tangents,
+)
+from funcdiff._tensor import Tensor, as_tensor
+from funcdiff.autograd import enable_grad, grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -54,6 +58,10 @@ TensorLikes = TensorLike | tuple[TensorLike, ...]
 
 _STRATEGIES = ("forward-mode", "reverse-mode")
 _OUTPUTS = "outputs of the user-provided function"
+
+# funcdiff.check imports these two by their former names, until it imports _jacobian.
+_basis_rows = basis_rows
+_one_hot = one_hot
 
 
 # --------------------------------------------------------------------------- structure
@@ -307,211 +315,6 @@ def _fill_in_zeros(
     return tuple(result)
 
 
-# --------------------------------------------------------------------------- bases
-def _basis_rows(
-    shape: tuple[int, ...], dtype: Any, offset: int, start: int, stop: int
-) -> np.ndarray:
-    """Rows ``start:stop`` of the identity, restricted to one block of its columns.
-
-    The block holds columns ``offset : offset + prod(shape)``; the result has shape
-    ``(stop - start,) + shape``: the cotangents that one flattened output (or input)
-    receives for those rows of the standard basis.
-    """
-    # Row r is basis vector start + r: a one in column start + r - offset, if any.
-    block = np.eye(stop - start, math.prod(shape), k=start - offset, dtype=dtype)
-    return block.reshape((stop - start, *shape))
-
-
-def _construct_standard_basis_for(
-    tensors: Sequence[Tensor], numels: Sequence[int]
-) -> tuple[np.ndarray, ...]:
-    """The ``N x N`` identity (``N = sum(numels)``) split into column chunks.
-
-    Chunk ``k`` has shape ``(N, numels[k])`` and the dtype of ``tensors[k]``;
-    concatenating the chunks along axis 1 gives ``eye(N)``.
-    """
-    if len(tensors) != len(numels) or not tensors:
-        raise ValueError("expected one numel per tensor and at least one tensor")
-    total = int(sum(numels))
-    chunks = []
-    offset = 0
-    for t, n in zip(tensors, numels, strict=True):
-        chunks.append(_basis_rows((int(n),), t.dtype, offset, 0, total))
-        offset += int(n)
-    return tuple(chunks)
-
-
-def _one_hot(shape: tuple[int, ...], dtype: Any, k: int) -> np.ndarray:
-    e = np.zeros(math.prod(shape), dtype=dtype)
-    e[k] = 1
-    return e.reshape(shape)
-
-
-class _Join(Function):
-    """Stack (new axis 0) or concatenate (axis 0) Tensors, differentiably to any order.
-
-    The backward slices the incoming cotangent, after any leading batch axis that a
-    batched backward pass (``is_grads_batched``) adds.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, stack: bool, *pieces: Any) -> np.ndarray:
-        arrays = [np.asarray(p) for p in pieces]
-        ctx.stack = stack
-        ctx.sizes = [1 if stack else a.shape[0] for a in arrays]
-        ctx.ndim = arrays[0].ndim + (1 if stack else 0)
-        return np.stack(arrays) if stack else np.concatenate(arrays)
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple:
-        lead = (slice(None),) * (g.ndim - ctx.ndim)
-        result: list = [None]
-        start = 0
-        for size in ctx.sizes:
-            index = start if ctx.stack else slice(start, start + size)
-            result.append(g[(*lead, index)])
-            start += size
-        return tuple(result)
-
-
-_Join.__name__ = "Join"  # its grad_fn reads JoinBackward
-
-
-def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    if t.shape == shape:
-        return t
-    if t.requires_grad:
-        return t.reshape(shape)
-    # A constant result: reshape its ndarray, without the cost of a recorded call.
-    return _wrap(t.data.reshape(shape), False, None, 0)
-
-
-def _rows(t: Tensor, lo: int, hi: int) -> Tensor:
-    """Rows ``lo:hi`` of a block of Jacobian rows (recorded only when it needs to be)."""
-    if t.requires_grad:
-        return t[lo:hi]
-    return _wrap(t.data[lo:hi], False, None, 0)
-
-
-def _pullback_rows(
-    roots: Sequence[Tensor | None],
-    root_shapes: Sequence[tuple[int, ...]],
-    wrt: Sequence[Tensor],
-    *,
-    batched: bool,
-    chunk_size: int | None,
-    create_graph: bool,
-    check: Callable[[int, int, Tensor | None], None] | None = None,
-) -> list[list[Tensor | None]]:
-    """Pull every row of the standard basis of the flattened ``roots`` back to ``wrt``.
-
-    Returns ``blocks[i][j]``: the rows belonging to root ``i`` (``prod(root_shapes[i])``
-    of them) of the Jacobian of root ``i`` with respect to ``wrt[j]``, as a Tensor whose
-    C-order elements are ``rows x wrt[j].shape``; None when all of them are zero. A root
-    that is None or does not require grad contributes zero rows.
-
-    ``batched`` pulls back ``chunk_size`` rows (all of them by default) per backward
-    pass with ``is_grads_batched``; otherwise one row per pass, and ``check(i, j, row)``
-    sees every row gradient before it is used (strict mode). The graph is kept between
-    passes and freed after the last one unless ``create_graph``.
-    """
-    offsets = [0]
-    for shape in root_shapes:
-        offsets.append(offsets[-1] + math.prod(shape))
-    total = offsets[-1]
-    live = [r is not None and r.requires_grad for r in roots]
-    step = (chunk_size or max(total, 1)) if batched else 1
-    pieces: list[list[list]] = [[[] for _ in wrt] for _ in roots]
-    nonzero = [[False] * len(wrt) for _ in roots]
-
-    for start, stop, res in _passes(
-        roots, root_shapes, offsets, live, wrt, step, batched, create_graph
-    ):
-        for i in range(len(roots)):
-            lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
-            if lo >= hi:
-                continue
-            for j, r in enumerate(res):
-                if check is not None:
-                    check(i, j, r)
-                if r is None or not live[i]:
-                    pieces[i][j].append((hi - lo, None))
-                    continue
-                if batched and (lo, hi) != (start, stop):
-                    r = _rows(r, lo - start, hi - start)
-                pieces[i][j].append((hi - lo, r))
-                nonzero[i][j] = True
-
-    blocks: list[list[Tensor | None]] = []
-    for i in range(len(roots)):
-        row = []
-        for j, w in enumerate(wrt):
-            if not nonzero[i][j]:
-                row.append(None)
-                continue
-            parts = [
-                p if p is not None else np.zeros((n, *w.shape) if batched else w.shape, w.dtype)
-                for n, p in pieces[i][j]
-            ]
-            row.append(parts[0] if len(parts) == 1 else _Join.apply(not batched, *parts))
-        blocks.append(row)
-    return blocks
-
-
-# Below this many entries a block of identity rows stays a dense array: the structured
-# form saves NumPy work in proportion to the block's size, but costs Python dispatch per
-# operation (the two break even near 64 x 64 on the Hessian of Rosenbrock).
-_DENSE_MAX = 4096
-
-
-def _passes(
-    roots: Sequence[Tensor | None],
-    root_shapes: Sequence[tuple[int, ...]],
-    offsets: list[int],
-    live: list[bool],
-    wrt: Sequence[Tensor],
-    step: int,
-    batched: bool,
-    create_graph: bool,
-) -> Iterator[tuple[int, int, tuple[Tensor | None, ...]]]:
-    """One backward pass per ``step`` rows of the basis: yields ``(start, stop, grads)``."""
-    total = offsets[-1]
-    for start in range(0, total, step):
-        stop = min(start + step, total)
-        used, cots = [], []
-        for i, root in enumerate(roots):
-            lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
-            if lo >= hi or not live[i]:
-                continue
-            used.append(root)
-            whole = start <= offsets[i] and offsets[i + 1] <= stop
-            if batched and whole and not create_graph and (stop - start) * (hi - lo) >= _DENSE_MAX:
-                # The whole block: scaled identity rows, which elementwise rules keep
-                # as a diagonal and matmul turns into a row scaling (no GEMM).
-                block = identity_rows(root_shapes[i], root.dtype, offsets[i] - start, stop - start)
-                cots.append(block)
-            elif batched:
-                cots.append(_basis_rows(root_shapes[i], root.dtype, offsets[i], start, stop))
-            else:
-                cots.append(_one_hot(root_shapes[i], root.dtype, start - offsets[i]))
-        if not used:
-            yield start, stop, (None,) * len(wrt)
-            continue
-        yield (
-            start,
-            stop,
-            grad(
-                tuple(used),
-                tuple(wrt),
-                tuple(cots),
-                retain_graph=create_graph or stop < total,
-                create_graph=create_graph,
-                allow_unused=True,
-                is_grads_batched=batched,
-            ),
-        )
-
-
 # --------------------------------------------------------------------------- vjp / jvp
 def vjp(
     func: Callable[..., Any],
@@ -663,7 +466,7 @@ def jvp(
         is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jvp")
         _check_requires_grad(outputs, "outputs", strict)
         if not strict:
-            products = _push_forward(outputs, inputs, v, create_graph)
+            products = push_tangents(outputs, inputs, v, create_graph)
             result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
             outputs = _grad_postprocess(outputs, create_graph)
             result = _grad_postprocess(result, create_graph)
@@ -691,36 +494,6 @@ def jvp(
     )
 
 
-def _push_forward(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    v: tuple[Tensor, ...] | None,
-    create_graph: bool,
-    batched: bool = False,
-) -> list[Tensor | None]:
-    """Forward mode: the tangents of ``outputs`` for tangents ``v`` of ``inputs``.
-
-    ``v`` holds Tensors (None: ones, for a single one-element input), with one leading
-    batch axis when ``batched``. Returns one Tensor per output, None where an output
-    does not depend on the inputs.
-    """
-    if v is None:
-        v = tuple(np.ones_like(t) for t in inputs)
-    seeds = {}
-    for inp, t in zip(inputs, v, strict=True):
-        seeds[inp._gradient_edge()] = t if create_graph else t.data
-    pushed = push_forward(outputs, seeds, create_graph=create_graph, batched=batched)
-    if create_graph:
-        return pushed
-    given = {id(a) for a in seeds.values()}
-    result: list[Tensor | None] = []
-    for r in pushed:
-        if r is not None and (id(r) in given or not r.flags.writeable):
-            r = r.copy()  # never hand out the caller's v, or a read-only broadcast view
-        result.append(None if r is None else _wrap(r, False, None, 0))
-    return result
-
-
 # --------------------------------------------------------------------------- jacobian
 def _check_strategy(strategy: Any, hint: bool) -> None:
     if isinstance(strategy, str) and strategy in _STRATEGIES:
@@ -743,116 +516,6 @@ def _check_chunk_size(chunk_size: Any) -> None:
         or chunk_size <= 0
     ):
         raise ValueError(f"chunk_size must be None or a positive integer, got {chunk_size!r}.")
-
-
-def _zeros(ref: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """Zeros of ``shape`` with the dtype of ``ref``, as a constant Tensor."""
-    return np.zeros_like(ref, shape=shape)
-
-
-#: Rows per batched backward pass of the default (``vectorize=False``) Jacobian: each
-#: pass holds ``rows x`` the inputs' size per cotangent, this many elements at most.
-_DEFAULT_BATCH_ELEMENTS = 1 << 22
-
-
-def _default_chunk(inputs: Sequence[Tensor]) -> int:
-    """Rows per pass that bound a batch of input cotangents to 32 MiB of float64."""
-    return max(1, _DEFAULT_BATCH_ELEMENTS // max(1, sum(t.size for t in inputs)))
-
-
-def _jacobian_reverse(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    create_graph: bool,
-    strict: bool,
-    vectorize: bool,
-    chunk_size: int | None,
-) -> tuple[tuple[Tensor, ...], ...]:
-    check = None
-    batched = vectorize
-    if not vectorize and not strict:
-        # The row loop's results, from batches of rows: a batched pass runs the same
-        # vjps on a leading axis of rows (a custom Function without batched_backward
-        # still sees one row at a time). Strict mode keeps the loop, whose checks
-        # see every row.
-        batched = True
-        chunk_size = chunk_size or _default_chunk(inputs)
-    if strict and not vectorize:
-
-        def check(i: int, j: int, row: Tensor | None) -> None:
-            if row is None:
-                raise RuntimeError(
-                    f"Output {i} of the user-provided function is independent of input {j}. "
-                    "This is not allowed in strict mode."
-                )
-            if create_graph and not row.requires_grad:
-                raise RuntimeError(
-                    f"The jacobian of the user-provided function is independent of input {j}. "
-                    "This is not allowed in strict mode when create_graph=True."
-                )
-
-    blocks = _pullback_rows(
-        outputs,
-        [o.shape for o in outputs],
-        inputs,
-        batched=batched,
-        chunk_size=chunk_size,
-        create_graph=create_graph,
-        check=check,
-    )
-    jac = []
-    for out, row in zip(outputs, blocks, strict=True):
-        entries = []
-        for inp, block in zip(inputs, row, strict=True):
-            shape = out.shape + inp.shape
-            entries.append(_zeros(inp, shape) if block is None else _reshape(block, shape))
-        jac.append(tuple(entries))
-    return tuple(jac)
-
-
-def _jacobian_forward(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    vectorize: bool,
-    chunk_size: int | None,
-) -> tuple[tuple[Tensor, ...], ...]:
-    """Columns of the Jacobian as tangents ``J e_k`` pushed through the recorded graph.
-
-    With ``vectorize`` a batch of basis tangents (``chunk_size`` of them, all by
-    default) goes through in one pass; otherwise one column per pass.
-    """
-    offsets = [0]
-    for inp in inputs:
-        offsets.append(offsets[-1] + inp.size)
-    total = offsets[-1]
-    step = (chunk_size or max(total, 1)) if vectorize else 1
-    pieces: list[list[np.ndarray]] = [[] for _ in outputs]
-    for start in range(0, total, step):
-        stop = min(start + step, total)
-        seeds: dict = {}
-        for j, inp in enumerate(inputs):
-            if offsets[j] < stop and start < offsets[j + 1]:
-                rows = _basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
-                seeds[inp._gradient_edge()] = rows if vectorize else rows[0]
-        pushed = push_forward(outputs, seeds, create_graph=False, batched=vectorize)
-        for i, (out, t) in enumerate(zip(outputs, pushed, strict=True)):
-            shape = (stop - start, out.size)
-            if t is None:
-                t = np.zeros(shape, out.dtype if out.dtype.kind == "f" else inputs[0].dtype)
-            pieces[i].append(t.reshape(shape))
-    jac = []
-    for i, out in enumerate(outputs):
-        # Rows are input elements: transposed, the columns of input j are its block.
-        # (Array methods, not np.moveaxis and np.reshape: on B7-sized problems their
-        # argument normalisation costs more than the arithmetic.)
-        columns = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
-        out_shape = out.shape
-        entries = []
-        for j, inp in enumerate(inputs):
-            block = columns[:, offsets[j] : offsets[j + 1]]
-            entries.append(_wrap(block.reshape(out_shape + inp.shape), False, None, 0))
-        jac.append(tuple(entries))
-    return tuple(jac)
 
 
 def jacobian(
@@ -949,7 +612,7 @@ def jacobian(
             outputs = func(*inputs)
             is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
             # The blocks are new constant Tensors: there is nothing to detach.
-            jac = _jacobian_forward(outputs, inputs, vectorize, chunk_size)
+            jac = jacobian_forward(outputs, inputs, vectorize, chunk_size)
             return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
         is_inputs_tuple, inputs = _as_tuple(
@@ -966,7 +629,7 @@ def jacobian(
             )
         # Without create_graph the blocks are new constant Tensors (made by the backward
         # pass from detached inputs): there is nothing to detach.
-        jac = _jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
+        jac = jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
     return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
@@ -1055,7 +718,7 @@ def hessian(
         # here, whose one-row pass and input aliases give the same blocks at more cost.
         out = ensure_single_output_function(*inp)
         grads = _autograd_grad((out,), inp, create_graph=True)
-        jac = tuple(_zeros(t, t.shape) if g is None else g for t, g in zip(inp, grads))
+        jac = tuple(np.zeros_like(t) if g is None else g for t, g in zip(inp, grads))
         _check_requires_grad(jac, "jacobian", strict)
         return jac
 
@@ -1229,7 +892,7 @@ def hvp(
         )
         if not strict:
             live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
-            pushed = _push_forward(tuple(jac[i] for i in live), inputs, v, create_graph)
+            pushed = push_tangents(tuple(jac[i] for i in live), inputs, v, create_graph)
             products: list[Tensor | None] = [None] * len(inputs)
             for i, p in zip(live, pushed, strict=True):
                 products[i] = p
