@@ -31,20 +31,26 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._tensor import Tensor, _wrap
+from funcdiff._tensor import Tensor, _wrap, tensor
 from funcdiff.autograd import Function, grad
 from funcdiff.autograd.forward import push_forward
+from funcdiff.autograd.function import FunctionNode
 from funcdiff.autograd.structured import identity_rows
 
 __all__ = [
     "Join",
     "basis_rows",
     "construct_standard_basis_for",
+    "double_backward_jvp",
+    "is_batch_safe",
     "jacobian_forward",
     "jacobian_reverse",
+    "jacobian_rows",
+    "jvp",
     "one_hot",
     "pullback_rows",
     "push_tangents",
+    "vjp",
 ]
 
 
@@ -164,7 +170,16 @@ def pullback_rows(
     nonzero = [[False] * len(wrt) for _ in roots]
 
     for start, stop, res in _passes(
-        roots, root_shapes, offsets, live, wrt, step, batched, create_graph
+        roots,
+        root_shapes,
+        offsets,
+        live,
+        wrt,
+        step,
+        batched,
+        create_graph,
+        create_graph,
+        not create_graph,
     ):
         for i in range(len(roots)):
             lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
@@ -212,8 +227,14 @@ def _passes(
     step: int,
     batched: bool,
     create_graph: bool,
+    keep_graph: bool,
+    structured: bool,
 ) -> Iterator[tuple[int, int, tuple[Tensor | None, ...]]]:
-    """One backward pass per ``step`` rows of the basis: yields ``(start, stop, grads)``."""
+    """One backward pass per ``step`` rows of the basis: yields ``(start, stop, grads)``.
+
+    The graph is freed after the last pass unless ``keep_graph``; ``structured`` lets
+    a large whole block of rows go as scaled identity rows instead of a dense array.
+    """
     total = offsets[-1]
     for start in range(0, total, step):
         stop = min(start + step, total)
@@ -224,7 +245,7 @@ def _passes(
                 continue
             used.append(root)
             whole = start <= offsets[i] and offsets[i + 1] <= stop
-            if batched and whole and not create_graph and (stop - start) * (hi - lo) >= _DENSE_MAX:
+            if batched and structured and whole and (stop - start) * (hi - lo) >= _DENSE_MAX:
                 # The whole block: scaled identity rows, which elementwise rules keep
                 # as a diagonal and matmul turns into a row scaling (no GEMM).
                 block = identity_rows(root_shapes[i], root.dtype, offsets[i] - start, stop - start)
@@ -243,7 +264,7 @@ def _passes(
                 tuple(used),
                 tuple(wrt),
                 tuple(cots),
-                retain_graph=create_graph or stop < total,
+                retain_graph=keep_graph or stop < total,
                 create_graph=create_graph,
                 allow_unused=True,
                 is_grads_batched=batched,
@@ -398,3 +419,207 @@ def jacobian_forward(
             entries.append(_wrap(block.reshape(out_shape + inp.shape), False, None, 0))
         jac.append(tuple(entries))
     return tuple(jac)
+
+
+# --------------------------------------------------------------------------- one kept graph
+# The checkers and funcdiff.optimize record a function once and ask many questions of
+# that graph (every output's Jacobian rows, the dot-product and symmetry tests, a
+# cached optimisation point), so every pass below keeps it (retain_graph=True) and
+# returns plain arrays.
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return value.shape if isinstance(value, Tensor) else np.shape(value)
+
+
+def is_batch_safe(outs: Sequence[Any]) -> bool:
+    """True unless the graph behind ``outs`` holds a hook or a declared batch-aware backward.
+
+    Registered rules are tested with batched cotangents, and the engine passes a custom
+    Function's backward one cotangent at a time; a hook, or a backward whose class sets
+    ``batched_backward = True``, sees the whole batch and may be written for one
+    cotangent only (``A.T @ g``), so such a graph gets one backward pass per row.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> y = x * x
+    >>> is_batch_safe([y])
+    True
+    >>> _ = y.register_hook(lambda g: g)
+    >>> is_batch_safe([y])
+    False
+    """
+    stack = [o.grad_fn for o in outs if isinstance(o, Tensor) and o.grad_fn is not None]
+    seen = set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        declared_batched = isinstance(node, FunctionNode) and getattr(
+            node.fn_cls, "batched_backward", False
+        )
+        if node.pre_hooks or declared_batched:
+            return False
+        stack.extend(e[0] for e in node.edges if e is not None)
+    return True
+
+
+def jacobian_rows(out: Any, ins: Sequence[Tensor], batched: bool | None = None) -> list[np.ndarray]:
+    """Jacobian of ``out`` w.r.t. each of ``ins``: shape ``out.shape + in.shape`` (float64).
+
+    With ``batched`` True, one backward pass per chunk of rows with a batch of one-hot
+    cotangents (dense ones: a batched backward is tested as it is written); with
+    False, one pass per row; with None (the default), batched wherever
+    :func:`is_batch_safe` allows it. A constant ``out`` gives zeros.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> (rows,) = jacobian_rows(np.sin(x) * 2.0, [x])
+    >>> np.allclose(rows, np.diag(2.0 * np.cos([1.0, 2.0])))
+    True
+    """
+    if batched is None:
+        batched = is_batch_safe([out])
+    shape = _shape(out)
+    m = math.prod(shape)
+    blocks = [np.zeros((m, *t.shape)) for t in ins]
+    if m and isinstance(out, Tensor) and out.requires_grad and ins:
+        step = max(1, _DEFAULT_BATCH_ELEMENTS // (m + sum(t.size for t in ins))) if batched else 1
+        offsets, live = [0, m], [True]
+        for start, stop, gs in _passes(
+            [out], [shape], offsets, live, ins, step, batched, False, True, False
+        ):
+            for b, g in zip(blocks, gs, strict=True):
+                if g is not None:
+                    b[start:stop] = g.data
+    return [b.reshape(shape + t.shape) for b, t in zip(blocks, ins, strict=True)]
+
+
+def vjp(
+    outs: Sequence[Any],
+    ins: Sequence[Tensor],
+    cotangents: Sequence[Any],
+    batched: bool = False,
+    force_batched: bool = False,
+) -> list[np.ndarray]:
+    """``sum_i u_i^T J_i`` for each of ``ins``, as the gradients' data.
+
+    Outputs that are constants (not Tensors requiring grad) contribute nothing; an
+    input that no output reaches gets float64 zeros. With ``batched`` every cotangent
+    carries one leading batch axis: one batched backward pass, or one pass per batch
+    entry where :func:`is_batch_safe` forbids a batch (unless ``force_batched``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> vjp([x * x], [x], [np.array([1.0, 10.0])])
+    [array([ 2., 40.])]
+    """
+    lead = (np.shape(cotangents[0])[0],) if batched and cotangents else ()
+    live = [
+        (o, u)
+        for o, u in zip(outs, cotangents, strict=True)
+        if isinstance(o, Tensor) and o.requires_grad
+    ]
+    if not live:
+        return [np.zeros(lead + t.shape) for t in ins]
+    roots = [o for o, _ in live]
+    cots = [np.asarray(u, dtype=o.dtype) for o, u in live]
+    if batched and not force_batched and not is_batch_safe(roots):
+        results = [np.zeros(lead + t.shape) for t in ins]
+        for b in range(lead[0]):
+            gs = grad(roots, list(ins), [c[b] for c in cots], retain_graph=True, allow_unused=True)
+            for r, g in zip(results, gs, strict=True):
+                if g is not None:
+                    r[b] = g.data
+        return results
+    gs = grad(
+        roots, list(ins), cots, retain_graph=True, allow_unused=True, is_grads_batched=batched
+    )
+    return [np.zeros(lead + t.shape) if g is None else g.data for g, t in zip(gs, ins, strict=True)]
+
+
+def jvp(
+    outs: Sequence[Any], ins: Sequence[Tensor], dirs: Sequence[Any], batched: bool = False
+) -> list[np.ndarray]:
+    """``J v`` for every output in forward mode, as new float64 arrays.
+
+    ``dirs[j]`` has the shape of ``ins[j]`` (after one leading batch axis if
+    ``batched``) and is pushed through the recorded graph, one operation at a time; an
+    output that does not depend on ``ins`` (or is a constant) gets zeros.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> jvp([x * x], [x], [np.array([1.0, 1.0])])
+    [array([2., 4.])]
+    """
+    seeds = {t._gradient_edge(): d for t, d in zip(ins, dirs, strict=True)}
+    pushed = iter(
+        push_forward(
+            [o for o in outs if isinstance(o, Tensor)], seeds, create_graph=False, batched=batched
+        )
+    )
+    lead = np.shape(dirs[0])[:1] if batched and dirs else ()
+    result = []
+    for o in outs:
+        t = next(pushed) if isinstance(o, Tensor) else None
+        result.append(np.zeros(lead + _shape(o)) if t is None else np.array(t, dtype=np.float64))
+    return result
+
+
+def double_backward_jvp(
+    outs: Sequence[Any],
+    ins: Sequence[Tensor],
+    dirs: Sequence[Any],
+    batched: bool = False,
+    force_batched: bool = False,
+) -> list[np.ndarray]:
+    """``J v`` for every output (float64), by the double-backward trick.
+
+    The gradient with respect to a dummy cotangent ``u`` of ``<grad(out, x, u), v>``
+    is ``J v``. Unlike :func:`jvp` it uses the backward pass alone, so it stays
+    independent of the forward-mode tangent maps: the checkers compare it with
+    :func:`vjp` (a backward that is not linear in its cotangent fails that test).
+    It needs the vjps to be differentiable, which funcdiff's are. ``dirs`` and
+    ``batched``/``force_batched`` are as in :func:`jvp` and :func:`vjp`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> double_backward_jvp([x * x], [x], [np.array([1.0, 1.0])])
+    [array([2., 4.])]
+    """
+    nb = (np.shape(dirs[0])[0],) if batched and dirs else ()
+    results = [np.zeros(nb + _shape(o)) for o in outs]
+    live = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    if not live:
+        return results
+    us = [tensor(np.zeros(outs[k].shape, dtype=outs[k].dtype), requires_grad=True) for k in live]
+    gs = grad(
+        [outs[k] for k in live],
+        list(ins),
+        us,
+        create_graph=True,
+        retain_graph=True,
+        allow_unused=True,
+    )
+    pairs = [(g, d) for g, d in zip(gs, dirs, strict=True) if g is not None and g.requires_grad]
+    if not pairs:
+        return results
+    jv = vjp([g for g, _ in pairs], us, [d for _, d in pairs], batched, force_batched)
+    for k, r in zip(live, jv, strict=True):
+        results[k][...] = r
+    return results
