@@ -34,11 +34,23 @@ tensor([[2., 0.],
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from funcdiff._functional_args import (
+    as_tuple,
+    autograd_grad,
+    check_chunk_size,
+    check_requires_grad,
+    check_strategy,
+    fill_in_zeros,
+    grad_postprocess,
+    grad_preprocess,
+    tuple_postprocess,
+    validate_v,
+)
 from funcdiff._jacobian import (
     basis_rows,
     jacobian_forward,
@@ -46,8 +58,8 @@ from funcdiff._jacobian import (
     one_hot,
     push_tangents,
 )
-from funcdiff._tensor import Tensor, as_tensor
-from funcdiff.autograd import enable_grad, grad
+from funcdiff._tensor import Tensor
+from funcdiff.autograd import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -56,263 +68,11 @@ TensorLike = Tensor | np.ndarray | float | int
 #: One Tensor-like value, or a tuple of them.
 TensorLikes = TensorLike | tuple[TensorLike, ...]
 
-_STRATEGIES = ("forward-mode", "reverse-mode")
 _OUTPUTS = "outputs of the user-provided function"
 
 # funcdiff.check imports these two by their former names, until it imports _jacobian.
 _basis_rows = basis_rows
 _one_hot = one_hot
-
-
-# --------------------------------------------------------------------------- structure
-def _convert(el: Any) -> Tensor | None:
-    """A float Tensor holding a NumPy array or a real number, or None if ``el`` is neither."""
-    if isinstance(el, (bool, np.bool_)):
-        return None
-    if isinstance(el, (int, float, np.integer, np.floating)):
-        el = np.asarray(el)
-    if not isinstance(el, np.ndarray):
-        return None
-    if el.dtype.kind == "f":
-        return as_tensor(el)  # no copy: funcdiff never writes into its inputs
-    if el.dtype.kind in "iu":
-        return Tensor(el, dtype=np.float64)
-    return None
-
-
-def _refuse_complex(el: Any, arg_name: str, fn_name: str, index: int | None) -> None:
-    """Raise TypeError for a complex ``el``: say that complex numbers are the problem,
-    rather than that its type is not a Tensor (an ndarray of complex dtype is one)."""
-    if isinstance(el, (complex, np.complexfloating)):
-        dtype = np.asarray(el).dtype
-    elif isinstance(el, np.ndarray) and el.dtype.kind == "c":
-        dtype = el.dtype
-    else:
-        return
-    at = "" if index is None else f"value at index {index}, "
-    raise TypeError(
-        f"{fn_name} got a complex value in its {arg_name} argument ({at}dtype {dtype}): funcdiff "
-        "differentiates real floating-point inputs only; split a complex value z into its "
-        "real and imaginary parts (z.real, z.imag) and pass them as two real inputs."
-    )
-
-
-def _as_tuple(
-    inp: Any, arg_name: str, fn_name: str, *, convert: bool = False, differentiable: bool = False
-) -> tuple[bool, tuple[Tensor, ...]]:
-    """``(is_tuple, tuple_of_tensors)``; only a real tuple counts as several values.
-
-    ``convert`` also accepts NumPy arrays and real numbers (inputs and ``v``);
-    ``differentiable`` requires a floating dtype (inputs, which get gradients).
-    """
-    is_tuple = isinstance(inp, tuple)
-    items = inp if is_tuple else (inp,)
-    result = []
-    for i, el in enumerate(items):
-        t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
-        if t is None or (differentiable and t.dtype.kind != "f"):
-            where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
-        if t is None and convert:
-            _refuse_complex(el, arg_name, fn_name, i if is_tuple else None)
-        if t is None:
-            msg = (
-                f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "
-                f"Tensors but {where} has type {type(el)}."
-            )
-            if convert:
-                msg += (
-                    " NumPy arrays and real numbers are accepted as well; several values "
-                    "must be passed as a tuple."
-                )
-            elif isinstance(el, np.ndarray):
-                msg += (
-                    " A result that does not depend on the inputs must still be a Tensor "
-                    "(wrap it with funcdiff.tensor)."
-                )
-            raise TypeError(msg)
-        if differentiable and t.dtype.kind != "f":
-            raise RuntimeError(
-                f"The {arg_name} given to {fn_name} must have a floating-point dtype to be "
-                f"differentiated, but {where} is a Tensor of dtype {t.dtype}; convert it "
-                "with .astype(numpy.float64)."
-            )
-        result.append(t)
-    if differentiable and not result:
-        raise RuntimeError(f"The {arg_name} given to {fn_name} must contain at least one Tensor.")
-    return is_tuple, tuple(result)
-
-
-def _tuple_postprocess(res: Any, to_unpack: bool | tuple[bool, bool]) -> Any:
-    """Undo :func:`_as_tuple`: unwrap the levels of nesting the caller did not use."""
-    if isinstance(to_unpack, tuple):
-        outer, inner = to_unpack
-        if not inner:
-            res = tuple(el[0] for el in res)
-        if not outer:
-            res = res[0]
-        return res
-    return res if to_unpack else res[0]
-
-
-def _grad_preprocess(
-    inputs: tuple[Tensor, ...], create_graph: bool, need_graph: bool
-) -> tuple[Tensor, ...]:
-    """New Tensor objects for ``inputs``, so that ``func`` differentiates w.r.t. them only.
-
-    Under ``create_graph`` an input that requires grad gets a recorded alias, which keeps
-    the results connected to the caller's graph; otherwise a detached leaf that requires
-    grad when ``need_graph``.
-    """
-    result = []
-    for t in inputs:
-        if create_graph and t.requires_grad:
-            result.append(t.reshape(t.shape))
-        else:
-            d = t.detach()
-            result.append(d.requires_grad_() if need_graph else d)
-    return tuple(result)
-
-
-def _grad_postprocess(tensors: tuple, create_graph: bool) -> tuple:
-    """Detach everything (tuples, or tuples of tuples) unless ``create_graph``."""
-    if create_graph:
-        return tensors
-    return tuple(
-        t.detach() if isinstance(t, Tensor) else _grad_postprocess(t, False) for t in tensors
-    )
-
-
-def _validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple: bool) -> None:
-    if len(other) != len(v):
-        if is_other_tuple:
-            raise RuntimeError(
-                f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
-            )
-        raise RuntimeError("The given v should contain a single Tensor.")
-    for idx, (el_v, el_other) in enumerate(zip(v, other, strict=True)):
-        if el_v.shape != el_other.shape:
-            prefix = f"Entry {idx} in " if is_other_tuple else ""
-            raise RuntimeError(
-                f"{prefix}v has invalid size: should be {el_other.shape} but got {el_v.shape}."
-            )
-
-
-def _check_requires_grad(tensors: Sequence[Tensor | None], input_type: str, strict: bool) -> None:
-    """In strict mode, refuse a None entry or one that does not require grad."""
-    if not strict:
-        return
-    messages = {
-        "outputs": (
-            "Output {i} of the user-provided function does not require gradients. The "
-            "outputs must be computed in a differentiable manner from the input when "
-            "running in strict mode."
-        ),
-        "grad_inputs": (
-            "The gradient with respect to input {i} is independent of the inputs of the "
-            "user-provided function. This is not allowed in strict mode."
-        ),
-        "jacobian": (
-            "While computing the hessian, found that the jacobian of the user-provided "
-            "function with respect to input {i} is independent of the input. This is not "
-            "allowed in strict mode. You should ensure that your function is twice "
-            "differentiable and that the jacobian depends on the inputs (this would be "
-            "violated by a linear function for example)."
-        ),
-        "hessian": (
-            "The hessian of the user-provided function with respect to input {i} is "
-            "independent of the input. This is not allowed in strict mode. You should ensure "
-            "that your function is thrice differentiable and that the hessian depends on "
-            "the inputs."
-        ),
-    }
-    if input_type not in messages:
-        raise RuntimeError("Invalid input_type to _check_requires_grad")
-    for i, t in enumerate(tensors):
-        if t is None:
-            raise RuntimeError(
-                f"The output of the user-provided function is independent of input {i}. This "
-                "is not allowed in strict mode."
-            )
-        if not t.requires_grad:
-            raise RuntimeError(messages[input_type].format(i=i))
-
-
-def _autograd_grad(
-    outputs: Sequence[Tensor | None],
-    inputs: Sequence[Tensor],
-    grad_outputs: Sequence[Any] | None = None,
-    create_graph: bool = False,
-    retain_graph: bool | None = None,
-    is_grads_batched: bool = False,
-) -> tuple[Tensor | None, ...]:
-    """:func:`funcdiff.grad` that skips outputs which are None or do not require grad.
-
-    Inputs the remaining outputs do not reach come back as None.
-    """
-    if grad_outputs is None:
-        grad_outputs = (None,) * len(outputs)
-    kept = [
-        (o, g)
-        for o, g in zip(outputs, grad_outputs, strict=True)
-        if o is not None and o.requires_grad
-    ]
-    if not kept:
-        return (None,) * len(inputs)
-    return grad(
-        tuple(o for o, _ in kept),
-        tuple(inputs),
-        tuple(g for _, g in kept),
-        retain_graph=retain_graph,
-        create_graph=create_graph,
-        allow_unused=True,
-        is_grads_batched=is_grads_batched,
-    )
-
-
-def _fill_in_zeros(
-    grads: Sequence[Tensor | None],
-    refs: Sequence[Tensor],
-    strict: bool,
-    create_graph: bool,
-    stage: str,
-) -> tuple[Tensor, ...]:
-    """Replace None by zeros shaped like ``refs`` (or raise in strict mode)."""
-    none_messages = {
-        "back": (
-            "The output of the user-provided function is independent of input {i}. This is "
-            "not allowed in strict mode."
-        ),
-        "back_trick": (
-            "The gradient with respect to the input is independent of entry {i} in the "
-            "grad_outputs when using the double backward trick to compute forward mode "
-            "gradients. This is not allowed in strict mode."
-        ),
-        "double_back": (
-            "The jacobian of the user-provided function is independent of input {i}. This is "
-            "not allowed in strict mode."
-        ),
-        "double_back_trick": (
-            "The hessian of the user-provided function is independent of entry {i} in the "
-            "grad_jacobian. This is not allowed in strict mode as it prevents from using the "
-            "double backward trick to replace forward mode AD."
-        ),
-    }
-    if stage not in none_messages:
-        raise RuntimeError(f"Invalid stage argument '{stage}' to _fill_in_zeros")
-    result = []
-    for i, (g, ref) in enumerate(zip(grads, refs, strict=True)):
-        if g is None:
-            if strict:
-                raise RuntimeError(none_messages[stage].format(i=i))
-            g = np.zeros_like(ref)
-        elif strict and create_graph and not g.requires_grad:
-            what = "hessian" if "double" in stage else "jacobian"
-            raise RuntimeError(
-                f"The {what} of the user-provided function is independent of input {i}. This "
-                "is not allowed in strict mode when create_graph=True."
-            )
-        result.append(g)
-    return tuple(result)
 
 
 # --------------------------------------------------------------------------- vjp / jvp
@@ -366,29 +126,27 @@ def vjp(
     (tensor([1., 4.]), tensor([ 2., 40.]))
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(
+        is_inputs_tuple, inputs = as_tuple(
             inputs, "inputs", "vjp", convert=True, differentiable=True
         )
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
         outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "vjp")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "vjp")
+        check_requires_grad(outputs, "outputs", strict)
         if v is not None:
-            _, v = _as_tuple(v, "v", "vjp", convert=True)
-            v = _grad_preprocess(v, create_graph, need_graph=False)
-            _validate_v(v, outputs, is_outputs_tuple)
+            _, v = as_tuple(v, "v", "vjp", convert=True)
+            v = grad_preprocess(v, create_graph, need_graph=False)
+            validate_v(v, outputs, is_outputs_tuple)
         elif len(outputs) != 1 or outputs[0].size != 1:
             raise RuntimeError(
                 "The vector v can only be None if the user-provided function returns a single "
                 "Tensor with a single element."
             )
-        grad_res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
-        result, is_inputs_tuple
-    )
+        grad_res = autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        result = fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
+    outputs = grad_postprocess(outputs, create_graph)
+    result = grad_postprocess(result, create_graph)
+    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_inputs_tuple)
 
 
 def jvp(
@@ -449,73 +207,50 @@ def jvp(
     tensor([3., 2.])
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(
+        is_inputs_tuple, inputs = as_tuple(
             inputs, "inputs", "jvp", convert=True, differentiable=True
         )
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
         if v is not None:
-            _, v = _as_tuple(v, "v", "jvp", convert=True)
-            v = _grad_preprocess(v, create_graph, need_graph=False)
-            _validate_v(v, inputs, is_inputs_tuple)
+            _, v = as_tuple(v, "v", "jvp", convert=True)
+            v = grad_preprocess(v, create_graph, need_graph=False)
+            validate_v(v, inputs, is_inputs_tuple)
         elif len(inputs) != 1 or inputs[0].size != 1:
             raise RuntimeError(
                 "The vector v can only be None if the input to the user-provided function is a "
                 "single Tensor with a single element."
             )
         outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jvp")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jvp")
+        check_requires_grad(outputs, "outputs", strict)
         if not strict:
             products = push_tangents(outputs, inputs, v, create_graph)
-            result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
-            outputs = _grad_postprocess(outputs, create_graph)
-            result = _grad_postprocess(result, create_graph)
-            return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
+            result = fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
+            outputs = grad_postprocess(outputs, create_graph)
+            result = grad_postprocess(result, create_graph)
+            return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(
                 result, is_outputs_tuple
             )
         # The value of the dummy cotangents is irrelevant (J^T u is linear in u); zeros
         # keep inf and nan out of the intermediate results.
         dummies = [np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs]
-        grad_inputs = _autograd_grad(outputs, inputs, dummies, create_graph=True)
-        _check_requires_grad(grad_inputs, "grad_inputs", strict)
+        grad_inputs = autograd_grad(outputs, inputs, dummies, create_graph=True)
+        check_requires_grad(grad_inputs, "grad_inputs", strict)
         live = [i for i, u in enumerate(dummies) if u is not None]
         products: list[Tensor | None] = [None] * len(outputs)
         if live:
-            res = _autograd_grad(
+            res = autograd_grad(
                 grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
             )
             for i, r in zip(live, res, strict=True):
                 products[i] = r
-        result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
-        result, is_outputs_tuple
-    )
+        result = fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
+    outputs = grad_postprocess(outputs, create_graph)
+    result = grad_postprocess(result, create_graph)
+    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_outputs_tuple)
 
 
 # --------------------------------------------------------------------------- jacobian
-def _check_strategy(strategy: Any, hint: bool) -> None:
-    if isinstance(strategy, str) and strategy in _STRATEGIES:
-        return
-    msg = 'Expected strategy to be either "forward-mode" or "reverse-mode".'
-    if hint:
-        msg += (
-            ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
-            'more performant. Otherwise, prefer to use "reverse-mode".'
-        )
-    raise ValueError(f"{msg} Got {strategy!r}.")
-
-
-def _check_chunk_size(chunk_size: Any) -> None:
-    if chunk_size is None:
-        return
-    if (
-        isinstance(chunk_size, (bool, np.bool_))
-        or not isinstance(chunk_size, (int, np.integer))
-        or chunk_size <= 0
-    ):
-        raise ValueError(f"chunk_size must be None or a positive integer, got {chunk_size!r}.")
 
 
 def jacobian(
@@ -589,8 +324,8 @@ def jacobian(
     >>> jy
     tensor([1., 4.])
     """
-    _check_strategy(strategy, hint=True)
-    _check_chunk_size(chunk_size)
+    check_strategy(strategy, hint=True)
+    check_chunk_size(chunk_size)
     with enable_grad():
         if strategy == "forward-mode":
             if create_graph:
@@ -605,23 +340,23 @@ def jacobian(
                     "are not supported together (yet). Please either set `strict=False` or "
                     '`strategy="reverse-mode"`.'
                 )
-            is_inputs_tuple, inputs = _as_tuple(
+            is_inputs_tuple, inputs = as_tuple(
                 inputs, "inputs", "jacobian", convert=True, differentiable=True
             )
-            inputs = _grad_preprocess(inputs, False, need_graph=True)
+            inputs = grad_preprocess(inputs, False, need_graph=True)
             outputs = func(*inputs)
-            is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
+            is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jacobian")
             # The blocks are new constant Tensors: there is nothing to detach.
             jac = jacobian_forward(outputs, inputs, vectorize, chunk_size)
-            return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+            return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
-        is_inputs_tuple, inputs = _as_tuple(
+        is_inputs_tuple, inputs = as_tuple(
             inputs, "inputs", "jacobian", convert=True, differentiable=True
         )
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
         outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jacobian")
+        check_requires_grad(outputs, "outputs", strict)
         if vectorize and strict:
             raise RuntimeError(
                 "funcdiff.functional.jacobian: `strict=True` and `vectorize=True` are not "
@@ -630,7 +365,7 @@ def jacobian(
         # Without create_graph the blocks are new constant Tensors (made by the backward
         # pass from detached inputs): there is nothing to detach.
         jac = jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
-    return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+    return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
 # --------------------------------------------------------------------------- second order
@@ -695,15 +430,15 @@ def hessian(
     tensor([[ 6.,  0.],
             [ 0., 12.]])
     """
-    is_inputs_tuple, inputs = _as_tuple(
+    is_inputs_tuple, inputs = as_tuple(
         inputs, "inputs", "hessian", convert=True, differentiable=True
     )
-    _check_strategy(outer_jacobian_strategy, hint=False)
+    check_strategy(outer_jacobian_strategy, hint=False)
 
     def ensure_single_output_function(*inp: Tensor) -> Tensor:
         out = func(*inp)
-        is_out_tuple, t_out = _as_tuple(out, _OUTPUTS, "hessian")
-        _check_requires_grad(t_out, "outputs", strict)
+        is_out_tuple, t_out = as_tuple(out, _OUTPUTS, "hessian")
+        check_requires_grad(t_out, "outputs", strict)
         if is_out_tuple:
             raise RuntimeError("The function given to hessian should return a single Tensor")
         if out.size != 1:
@@ -717,9 +452,9 @@ def hessian(
         # The Jacobian of a one-element output is its gradient: torch calls jacobian()
         # here, whose one-row pass and input aliases give the same blocks at more cost.
         out = ensure_single_output_function(*inp)
-        grads = _autograd_grad((out,), inp, create_graph=True)
+        grads = autograd_grad((out,), inp, create_graph=True)
         jac = tuple(np.zeros_like(t) if g is None else g for t, g in zip(inp, grads))
-        _check_requires_grad(jac, "jacobian", strict)
+        check_requires_grad(jac, "jacobian", strict)
         return jac
 
     res = jacobian(
@@ -731,7 +466,7 @@ def hessian(
         strategy=outer_jacobian_strategy,
         chunk_size=chunk_size,
     )
-    return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
+    return tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
 
 def _second_order_prologue(
@@ -743,22 +478,20 @@ def _second_order_prologue(
     fn_name: str,
 ) -> tuple[bool, tuple[Tensor, ...], tuple[Tensor, ...] | None, Tensor, tuple]:
     """The checks shared by vhp and hvp, in torch's order; returns the first gradient."""
-    is_inputs_tuple, inputs = _as_tuple(
-        inputs, "inputs", fn_name, convert=True, differentiable=True
-    )
-    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+    is_inputs_tuple, inputs = as_tuple(inputs, "inputs", fn_name, convert=True, differentiable=True)
+    inputs = grad_preprocess(inputs, create_graph, need_graph=True)
     if v is not None:
-        _, v = _as_tuple(v, "v", fn_name, convert=True)
-        v = _grad_preprocess(v, create_graph, need_graph=False)
-        _validate_v(v, inputs, is_inputs_tuple)
+        _, v = as_tuple(v, "v", fn_name, convert=True)
+        v = grad_preprocess(v, create_graph, need_graph=False)
+        validate_v(v, inputs, is_inputs_tuple)
     elif len(inputs) != 1 or inputs[0].size != 1:
         raise RuntimeError(
             "The vector v can only be None if the input to the user-provided function is a "
             "single Tensor with a single element."
         )
     outputs = func(*inputs)
-    is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, fn_name)
-    _check_requires_grad(outputs, "outputs", strict)
+    is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, fn_name)
+    check_requires_grad(outputs, "outputs", strict)
     if is_outputs_tuple:
         raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
     if outputs[0].size != 1:
@@ -766,8 +499,8 @@ def _second_order_prologue(
             f"The Tensor returned by the function given to {fn_name} should contain a single "
             "element"
         )
-    jac = _autograd_grad(outputs, inputs, create_graph=True)
-    _check_requires_grad(jac, "jacobian", strict)
+    jac = autograd_grad(outputs, inputs, create_graph=True)
+    check_requires_grad(jac, "jacobian", strict)
     return is_inputs_tuple, inputs, v, outputs[0], jac
 
 
@@ -823,11 +556,11 @@ def vhp(
         is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
             func, inputs, v, create_graph, strict, "vhp"
         )
-        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
-    (output,) = _grad_postprocess((output,), create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return output, _tuple_postprocess(result, is_inputs_tuple)
+        grad_res = autograd_grad(jac, inputs, v, create_graph=create_graph)
+        result = fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
+    (output,) = grad_postprocess((output,), create_graph)
+    result = grad_postprocess(result, create_graph)
+    return output, tuple_postprocess(result, is_inputs_tuple)
 
 
 def hvp(
@@ -896,15 +629,15 @@ def hvp(
             products: list[Tensor | None] = [None] * len(inputs)
             for i, p in zip(live, pushed, strict=True):
                 products[i] = p
-            result = _fill_in_zeros(products, inputs, strict, create_graph, "double_back_trick")
-            (output,) = _grad_postprocess((output,), create_graph)
-            result = _grad_postprocess(result, create_graph)
-            return output, _tuple_postprocess(result, is_inputs_tuple)
+            result = fill_in_zeros(products, inputs, strict, create_graph, "double_back_trick")
+            (output,) = grad_postprocess((output,), create_graph)
+            result = grad_postprocess(result, create_graph)
+            return output, tuple_postprocess(result, is_inputs_tuple)
         grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
-        double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
-        _check_requires_grad(double_back, "hessian", strict)
-        grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
-    (output,) = _grad_postprocess((output,), create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return output, _tuple_postprocess(result, is_inputs_tuple)
+        double_back = autograd_grad(jac, inputs, grad_jac, create_graph=True)
+        check_requires_grad(double_back, "hessian", strict)
+        grad_res = autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+        result = fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
+    (output,) = grad_postprocess((output,), create_graph)
+    result = grad_postprocess(result, create_graph)
+    return output, tuple_postprocess(result, is_inputs_tuple)
