@@ -75,6 +75,22 @@ _basis_rows = basis_rows
 _one_hot = one_hot
 
 
+def _tangents(
+    v: Any, inputs: tuple[Tensor, ...], is_inputs_tuple: bool, create_graph: bool, fn_name: str
+) -> tuple[Tensor, ...] | None:
+    """``v`` given for ``inputs`` (jvp, vhp, hvp), checked and preprocessed as by torch."""
+    if v is not None:
+        _, v = as_tuple(v, "v", fn_name, convert=True)
+        v = grad_preprocess(v, create_graph, need_graph=False)
+        validate_v(v, inputs, is_inputs_tuple)
+    elif len(inputs) != 1 or inputs[0].size != 1:
+        raise RuntimeError(
+            "The vector v can only be None if the input to the user-provided function is a "
+            "single Tensor with a single element."
+        )
+    return v
+
+
 # --------------------------------------------------------------------------- vjp / jvp
 def vjp(
     func: Callable[..., Any],
@@ -211,39 +227,30 @@ def jvp(
             inputs, "inputs", "jvp", convert=True, differentiable=True
         )
         inputs = grad_preprocess(inputs, create_graph, need_graph=True)
-        if v is not None:
-            _, v = as_tuple(v, "v", "jvp", convert=True)
-            v = grad_preprocess(v, create_graph, need_graph=False)
-            validate_v(v, inputs, is_inputs_tuple)
-        elif len(inputs) != 1 or inputs[0].size != 1:
-            raise RuntimeError(
-                "The vector v can only be None if the input to the user-provided function is a "
-                "single Tensor with a single element."
-            )
+        v = _tangents(v, inputs, is_inputs_tuple, create_graph, "jvp")
         outputs = func(*inputs)
         is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jvp")
         check_requires_grad(outputs, "outputs", strict)
         if not strict:
             products = push_tangents(outputs, inputs, v, create_graph)
-            result = fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
-            outputs = grad_postprocess(outputs, create_graph)
-            result = grad_postprocess(result, create_graph)
-            return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(
-                result, is_outputs_tuple
-            )
-        # The value of the dummy cotangents is irrelevant (J^T u is linear in u); zeros
-        # keep inf and nan out of the intermediate results.
-        dummies = [np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs]
-        grad_inputs = autograd_grad(outputs, inputs, dummies, create_graph=True)
-        check_requires_grad(grad_inputs, "grad_inputs", strict)
-        live = [i for i, u in enumerate(dummies) if u is not None]
-        products: list[Tensor | None] = [None] * len(outputs)
-        if live:
-            res = autograd_grad(
-                grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
-            )
-            for i, r in zip(live, res, strict=True):
-                products[i] = r
+        else:
+            # torch's definition of strict mode (its independence checks), kept apart
+            # from funcdiff._jacobian.double_backward_jvp, which returns plain arrays
+            # of a kept graph. The value of the dummy cotangents is irrelevant (J^T u
+            # is linear in u); zeros keep inf and nan out of the intermediate results.
+            dummies = [
+                np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs
+            ]
+            grad_inputs = autograd_grad(outputs, inputs, dummies, create_graph=True)
+            check_requires_grad(grad_inputs, "grad_inputs", strict)
+            live = [i for i, u in enumerate(dummies) if u is not None]
+            products = [None] * len(outputs)
+            if live:
+                res = autograd_grad(
+                    grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
+                )
+                for i, r in zip(live, res, strict=True):
+                    products[i] = r
         result = fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
     outputs = grad_postprocess(outputs, create_graph)
     result = grad_postprocess(result, create_graph)
@@ -469,51 +476,61 @@ def hessian(
     return tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
 
-def _second_order_prologue(
+def _hessian_product(
     func: Callable[..., Any],
     inputs: Any,
     v: Any,
     create_graph: bool,
     strict: bool,
     fn_name: str,
-) -> tuple[bool, tuple[Tensor, ...], tuple[Tensor, ...] | None, Tensor, tuple]:
-    """The checks shared by vhp and hvp, in torch's order; returns the first gradient."""
-    is_inputs_tuple, inputs = as_tuple(inputs, "inputs", fn_name, convert=True, differentiable=True)
-    inputs = grad_preprocess(inputs, create_graph, need_graph=True)
-    if v is not None:
-        _, v = as_tuple(v, "v", fn_name, convert=True)
-        v = grad_preprocess(v, create_graph, need_graph=False)
-        validate_v(v, inputs, is_inputs_tuple)
-    elif len(inputs) != 1 or inputs[0].size != 1:
-        raise RuntimeError(
-            "The vector v can only be None if the input to the user-provided function is a "
-            "single Tensor with a single element."
-        )
-    outputs = func(*inputs)
-    is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, fn_name)
-    check_requires_grad(outputs, "outputs", strict)
-    if is_outputs_tuple:
-        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
-    if outputs[0].size != 1:
-        raise RuntimeError(
-            f"The Tensor returned by the function given to {fn_name} should contain a single "
-            "element"
-        )
-    jac = autograd_grad(outputs, inputs, create_graph=True)
-    check_requires_grad(jac, "jacobian", strict)
-    return is_inputs_tuple, inputs, v, outputs[0], jac
-
-
-def vhp(
-    func: Callable[..., Any],
-    inputs: TensorLikes,
-    v: TensorLikes | None = None,
-    create_graph: bool = False,
-    strict: bool = False,
 ) -> tuple[Tensor, Any]:
-    """The vector-Hessian product ``v^T H`` of a scalar function (reverse over reverse).
+    """vhp (``v^T H``, reverse over reverse) or hvp (``H v``), with the checks in torch's
+    order: the gradient is recorded, then differentiated once more along ``v``."""
+    with enable_grad():
+        is_inputs_tuple, inputs = as_tuple(
+            inputs, "inputs", fn_name, convert=True, differentiable=True
+        )
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _tangents(v, inputs, is_inputs_tuple, create_graph, fn_name)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, fn_name)
+        check_requires_grad(outputs, "outputs", strict)
+        if is_outputs_tuple:
+            raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+        if outputs[0].size != 1:
+            raise RuntimeError(
+                f"The Tensor returned by the function given to {fn_name} should contain a "
+                "single element"
+            )
+        jac = autograd_grad(outputs, inputs, create_graph=True)
+        check_requires_grad(jac, "jacobian", strict)
+        if fn_name == "vhp":
+            products = autograd_grad(jac, inputs, v, create_graph=create_graph)
+            stage = "double_back"
+        elif not strict:
+            # Forward over reverse: v pushed through the recorded gradient.
+            live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
+            pushed = push_tangents(tuple(jac[i] for i in live), inputs, v, create_graph)
+            products = [None] * len(inputs)
+            for i, p in zip(live, pushed, strict=True):
+                products[i] = p
+            stage = "double_back_trick"
+        else:
+            # torch's strict mode: the double-backward trick on top of the gradient.
+            grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
+            double_back = autograd_grad(jac, inputs, grad_jac, create_graph=True)
+            check_requires_grad(double_back, "hessian", strict)
+            products = autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+            stage = "double_back_trick"
+        result = fill_in_zeros(products, inputs, strict, create_graph, stage)
+    (output,) = grad_postprocess((outputs[0],), create_graph)
+    result = grad_postprocess(result, create_graph)
+    return output, tuple_postprocess(result, is_inputs_tuple)
 
-    Parameters
+
+# The parts of vhp's and hvp's docstrings that are the same, filled in below each.
+_HESSIAN_PRODUCT_DOC = {
+    "parameters": """Parameters
     ----------
     func : callable
         Takes as many Tensors as there are inputs and returns a single Tensor with a
@@ -526,22 +543,37 @@ def vhp(
         Keep the results differentiable with respect to ``inputs`` and ``v``.
     strict : bool
         Raise RuntimeError when the function or its gradient does not depend on an
-        input, instead of returning zeros.
-
-    Returns
-    -------
-    func_output : Tensor
-        ``func(*inputs)``, with its original shape.
-    vhp : Tensor or tuple of Tensor
-        Structured like ``inputs``: entry ``j`` is ``sum_i v_i^T H[i][j]``.
-
-    Raises
+        input, instead of returning zeros.""",
+    "func_output": """func_output : Tensor
+        ``func(*inputs)``, with its original shape.""",
+    "raises": """Raises
     ------
     TypeError
         Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
     RuntimeError
         ``func`` not returning a single one-element Tensor, a bad ``v``, and
-        strict-mode violations.
+        strict-mode violations.""",
+}
+
+
+def vhp(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    v: TensorLikes | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Tensor, Any]:
+    """The vector-Hessian product ``v^T H`` of a scalar function (reverse over reverse).
+
+    %(parameters)s
+
+    Returns
+    -------
+    %(func_output)s
+    vhp : Tensor or tuple of Tensor
+        Structured like ``inputs``: entry ``j`` is ``sum_i v_i^T H[i][j]``.
+
+    %(raises)s
 
     Examples
     --------
@@ -552,15 +584,7 @@ def vhp(
     >>> vhp(f, fd.tensor([1.0, 2.0]), fd.tensor([1.0, 1.0]))
     (tensor(9.), tensor([ 6., 12.]))
     """
-    with enable_grad():
-        is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
-            func, inputs, v, create_graph, strict, "vhp"
-        )
-        grad_res = autograd_grad(jac, inputs, v, create_graph=create_graph)
-        result = fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
-    (output,) = grad_postprocess((output,), create_graph)
-    result = grad_postprocess(result, create_graph)
-    return output, tuple_postprocess(result, is_inputs_tuple)
+    return _hessian_product(func, inputs, v, create_graph, strict, "vhp")
 
 
 def hvp(
@@ -578,35 +602,15 @@ def hvp(
     ``strict=True`` it uses torch's double-backward trick on top of the gradient (one
     backward pass more), whose independence checks strict mode is defined by.
 
-    Parameters
-    ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a single Tensor with a
-        single element.
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
-    v : Tensor, array_like or tuple of them, optional
-        Shaped like ``inputs``; may be None only for a single one-element input.
-    create_graph : bool
-        Keep the results differentiable with respect to ``inputs`` and ``v``.
-    strict : bool
-        Raise RuntimeError when the function or its gradient does not depend on an
-        input, instead of returning zeros.
+    %(parameters)s
 
     Returns
     -------
-    func_output : Tensor
-        ``func(*inputs)``, with its original shape.
+    %(func_output)s
     hvp : Tensor or tuple of Tensor
         Structured like ``inputs``: entry ``i`` is ``sum_j H[i][j] v_j``.
 
-    Raises
-    ------
-    TypeError
-        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
-    RuntimeError
-        ``func`` not returning a single one-element Tensor, a bad ``v``, and
-        strict-mode violations.
+    %(raises)s
 
     Examples
     --------
@@ -619,25 +623,10 @@ def hvp(
     >>> hx, hy
     (tensor([4.]), tensor([2.]))
     """
-    with enable_grad():
-        is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
-            func, inputs, v, create_graph, strict, "hvp"
-        )
-        if not strict:
-            live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
-            pushed = push_tangents(tuple(jac[i] for i in live), inputs, v, create_graph)
-            products: list[Tensor | None] = [None] * len(inputs)
-            for i, p in zip(live, pushed, strict=True):
-                products[i] = p
-            result = fill_in_zeros(products, inputs, strict, create_graph, "double_back_trick")
-            (output,) = grad_postprocess((output,), create_graph)
-            result = grad_postprocess(result, create_graph)
-            return output, tuple_postprocess(result, is_inputs_tuple)
-        grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
-        double_back = autograd_grad(jac, inputs, grad_jac, create_graph=True)
-        check_requires_grad(double_back, "hessian", strict)
-        grad_res = autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
-        result = fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
-    (output,) = grad_postprocess((output,), create_graph)
-    result = grad_postprocess(result, create_graph)
-    return output, tuple_postprocess(result, is_inputs_tuple)
+    return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
+
+
+for _f in (vhp, hvp):
+    if _f.__doc__:  # None under python -OO
+        _f.__doc__ %= _HESSIAN_PRODUCT_DOC
+del _f
