@@ -34,17 +34,30 @@ tensor([[2., 0.],
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from funcdiff._core.structured import identity_rows
-from funcdiff._core.tensor import Tensor, as_tensor
-from funcdiff._core.tensor import wrap as _wrap
-from funcdiff.autograd import Function, enable_grad, grad
-from funcdiff.autograd.forward import push_forward
+from funcdiff._core.tensor import Tensor
+from funcdiff._functional_args import (
+    as_tuple,
+    autograd_grad,
+    check_chunk_size,
+    check_requires_grad,
+    check_strategy,
+    fill_in_zeros,
+    grad_postprocess,
+    grad_preprocess,
+    tuple_postprocess,
+    validate_v,
+)
+from funcdiff._jacobian import (
+    jacobian_forward,
+    jacobian_reverse,
+    push_tangents,
+)
+from funcdiff.autograd import enable_grad
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "vhp", "hvp"]
 
@@ -53,464 +66,23 @@ TensorLike = Tensor | np.ndarray | float | int
 #: One Tensor-like value, or a tuple of them.
 TensorLikes = TensorLike | tuple[TensorLike, ...]
 
-_STRATEGIES = ("forward-mode", "reverse-mode")
 _OUTPUTS = "outputs of the user-provided function"
 
 
-# --------------------------------------------------------------------------- structure
-def _convert(el: Any) -> Tensor | None:
-    """A float Tensor holding a NumPy array or a real number, or None if ``el`` is neither."""
-    if isinstance(el, (bool, np.bool_)):
-        return None
-    if isinstance(el, (int, float, np.integer, np.floating)):
-        el = np.asarray(el)
-    if not isinstance(el, np.ndarray):
-        return None
-    if el.dtype.kind == "f":
-        return as_tensor(el)  # no copy: funcdiff never writes into its inputs
-    if el.dtype.kind in "iu":
-        return Tensor(el, dtype=np.float64)
-    return None
-
-
-def _refuse_complex(el: Any, arg_name: str, fn_name: str, index: int | None) -> None:
-    """Raise TypeError for a complex ``el``: say that complex numbers are the problem,
-    rather than that its type is not a Tensor (an ndarray of complex dtype is one)."""
-    if isinstance(el, (complex, np.complexfloating)):
-        dtype = np.asarray(el).dtype
-    elif isinstance(el, np.ndarray) and el.dtype.kind == "c":
-        dtype = el.dtype
-    else:
-        return
-    at = "" if index is None else f"value at index {index}, "
-    raise TypeError(
-        f"{fn_name} got a complex value in its {arg_name} argument ({at}dtype {dtype}): funcdiff "
-        "differentiates real floating-point inputs only; split a complex value z into its "
-        "real and imaginary parts (z.real, z.imag) and pass them as two real inputs."
-    )
-
-
-def _as_tuple(
-    inp: Any, arg_name: str, fn_name: str, *, convert: bool = False, differentiable: bool = False
-) -> tuple[bool, tuple[Tensor, ...]]:
-    """``(is_tuple, tuple_of_tensors)``; only a real tuple counts as several values.
-
-    ``convert`` also accepts NumPy arrays and real numbers (inputs and ``v``);
-    ``differentiable`` requires a floating dtype (inputs, which get gradients).
-    """
-    is_tuple = isinstance(inp, tuple)
-    items = inp if is_tuple else (inp,)
-    result = []
-    for i, el in enumerate(items):
-        t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
-        if t is None or (differentiable and t.dtype.kind != "f"):
-            where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
-        if t is None and convert:
-            _refuse_complex(el, arg_name, fn_name, i if is_tuple else None)
-        if t is None:
-            msg = (
-                f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "
-                f"Tensors but {where} has type {type(el)}."
-            )
-            if convert:
-                msg += (
-                    " NumPy arrays and real numbers are accepted as well; several values "
-                    "must be passed as a tuple."
-                )
-            elif isinstance(el, np.ndarray):
-                msg += (
-                    " A result that does not depend on the inputs must still be a Tensor "
-                    "(wrap it with funcdiff.tensor)."
-                )
-            raise TypeError(msg)
-        if differentiable and t.dtype.kind != "f":
-            raise RuntimeError(
-                f"The {arg_name} given to {fn_name} must have a floating-point dtype to be "
-                f"differentiated, but {where} is a Tensor of dtype {t.dtype}; convert it "
-                "with .astype(numpy.float64)."
-            )
-        result.append(t)
-    if differentiable and not result:
-        raise RuntimeError(f"The {arg_name} given to {fn_name} must contain at least one Tensor.")
-    return is_tuple, tuple(result)
-
-
-def _tuple_postprocess(res: Any, to_unpack: bool | tuple[bool, bool]) -> Any:
-    """Undo :func:`_as_tuple`: unwrap the levels of nesting the caller did not use."""
-    if isinstance(to_unpack, tuple):
-        outer, inner = to_unpack
-        if not inner:
-            res = tuple(el[0] for el in res)
-        if not outer:
-            res = res[0]
-        return res
-    return res if to_unpack else res[0]
-
-
-def _grad_preprocess(
-    inputs: tuple[Tensor, ...], create_graph: bool, need_graph: bool
-) -> tuple[Tensor, ...]:
-    """New Tensor objects for ``inputs``, so that ``func`` differentiates w.r.t. them only.
-
-    Under ``create_graph`` an input that requires grad gets a recorded alias, which keeps
-    the results connected to the caller's graph; otherwise a detached leaf that requires
-    grad when ``need_graph``.
-    """
-    result = []
-    for t in inputs:
-        if create_graph and t.requires_grad:
-            result.append(t.reshape(t.shape))
-        else:
-            d = t.detach()
-            result.append(d.requires_grad_() if need_graph else d)
-    return tuple(result)
-
-
-def _grad_postprocess(tensors: tuple, create_graph: bool) -> tuple:
-    """Detach everything (tuples, or tuples of tuples) unless ``create_graph``."""
-    if create_graph:
-        return tensors
-    return tuple(
-        t.detach() if isinstance(t, Tensor) else _grad_postprocess(t, False) for t in tensors
-    )
-
-
-def _validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple: bool) -> None:
-    if len(other) != len(v):
-        if is_other_tuple:
-            raise RuntimeError(
-                f"v is a tuple of invalid length: should be {len(other)} but got {len(v)}."
-            )
-        raise RuntimeError("The given v should contain a single Tensor.")
-    for idx, (el_v, el_other) in enumerate(zip(v, other, strict=True)):
-        if el_v.shape != el_other.shape:
-            prefix = f"Entry {idx} in " if is_other_tuple else ""
-            raise RuntimeError(
-                f"{prefix}v has invalid size: should be {el_other.shape} but got {el_v.shape}."
-            )
-
-
-def _check_requires_grad(tensors: Sequence[Tensor | None], input_type: str, strict: bool) -> None:
-    """In strict mode, refuse a None entry or one that does not require grad."""
-    if not strict:
-        return
-    messages = {
-        "outputs": (
-            "Output {i} of the user-provided function does not require gradients. The "
-            "outputs must be computed in a differentiable manner from the input when "
-            "running in strict mode."
-        ),
-        "grad_inputs": (
-            "The gradient with respect to input {i} is independent of the inputs of the "
-            "user-provided function. This is not allowed in strict mode."
-        ),
-        "jacobian": (
-            "While computing the hessian, found that the jacobian of the user-provided "
-            "function with respect to input {i} is independent of the input. This is not "
-            "allowed in strict mode. You should ensure that your function is twice "
-            "differentiable and that the jacobian depends on the inputs (this would be "
-            "violated by a linear function for example)."
-        ),
-        "hessian": (
-            "The hessian of the user-provided function with respect to input {i} is "
-            "independent of the input. This is not allowed in strict mode. You should ensure "
-            "that your function is thrice differentiable and that the hessian depends on "
-            "the inputs."
-        ),
-    }
-    if input_type not in messages:
-        raise RuntimeError("Invalid input_type to _check_requires_grad")
-    for i, t in enumerate(tensors):
-        if t is None:
-            raise RuntimeError(
-                f"The output of the user-provided function is independent of input {i}. This "
-                "is not allowed in strict mode."
-            )
-        if not t.requires_grad:
-            raise RuntimeError(messages[input_type].format(i=i))
-
-
-def _autograd_grad(
-    outputs: Sequence[Tensor | None],
-    inputs: Sequence[Tensor],
-    grad_outputs: Sequence[Any] | None = None,
-    create_graph: bool = False,
-    retain_graph: bool | None = None,
-    is_grads_batched: bool = False,
-) -> tuple[Tensor | None, ...]:
-    """:func:`funcdiff.grad` that skips outputs which are None or do not require grad.
-
-    Inputs the remaining outputs do not reach come back as None.
-    """
-    if grad_outputs is None:
-        grad_outputs = (None,) * len(outputs)
-    kept = [
-        (o, g)
-        for o, g in zip(outputs, grad_outputs, strict=True)
-        if o is not None and o.requires_grad
-    ]
-    if not kept:
-        return (None,) * len(inputs)
-    return grad(
-        tuple(o for o, _ in kept),
-        tuple(inputs),
-        tuple(g for _, g in kept),
-        retain_graph=retain_graph,
-        create_graph=create_graph,
-        allow_unused=True,
-        is_grads_batched=is_grads_batched,
-    )
-
-
-def _fill_in_zeros(
-    grads: Sequence[Tensor | None],
-    refs: Sequence[Tensor],
-    strict: bool,
-    create_graph: bool,
-    stage: str,
-) -> tuple[Tensor, ...]:
-    """Replace None by zeros shaped like ``refs`` (or raise in strict mode)."""
-    none_messages = {
-        "back": (
-            "The output of the user-provided function is independent of input {i}. This is "
-            "not allowed in strict mode."
-        ),
-        "back_trick": (
-            "The gradient with respect to the input is independent of entry {i} in the "
-            "grad_outputs when using the double backward trick to compute forward mode "
-            "gradients. This is not allowed in strict mode."
-        ),
-        "double_back": (
-            "The jacobian of the user-provided function is independent of input {i}. This is "
-            "not allowed in strict mode."
-        ),
-        "double_back_trick": (
-            "The hessian of the user-provided function is independent of entry {i} in the "
-            "grad_jacobian. This is not allowed in strict mode as it prevents from using the "
-            "double backward trick to replace forward mode AD."
-        ),
-    }
-    if stage not in none_messages:
-        raise RuntimeError(f"Invalid stage argument '{stage}' to _fill_in_zeros")
-    result = []
-    for i, (g, ref) in enumerate(zip(grads, refs, strict=True)):
-        if g is None:
-            if strict:
-                raise RuntimeError(none_messages[stage].format(i=i))
-            g = np.zeros_like(ref)
-        elif strict and create_graph and not g.requires_grad:
-            what = "hessian" if "double" in stage else "jacobian"
-            raise RuntimeError(
-                f"The {what} of the user-provided function is independent of input {i}. This "
-                "is not allowed in strict mode when create_graph=True."
-            )
-        result.append(g)
-    return tuple(result)
-
-
-# --------------------------------------------------------------------------- bases
-def _basis_rows(
-    shape: tuple[int, ...], dtype: Any, offset: int, start: int, stop: int
-) -> np.ndarray:
-    """Rows ``start:stop`` of the identity, restricted to one block of its columns.
-
-    The block holds columns ``offset : offset + prod(shape)``; the result has shape
-    ``(stop - start,) + shape``: the cotangents that one flattened output (or input)
-    receives for those rows of the standard basis.
-    """
-    # Row r is basis vector start + r: a one in column start + r - offset, if any.
-    block = np.eye(stop - start, math.prod(shape), k=start - offset, dtype=dtype)
-    return block.reshape((stop - start, *shape))
-
-
-def _construct_standard_basis_for(
-    tensors: Sequence[Tensor], numels: Sequence[int]
-) -> tuple[np.ndarray, ...]:
-    """The ``N x N`` identity (``N = sum(numels)``) split into column chunks.
-
-    Chunk ``k`` has shape ``(N, numels[k])`` and the dtype of ``tensors[k]``;
-    concatenating the chunks along axis 1 gives ``eye(N)``.
-    """
-    if len(tensors) != len(numels) or not tensors:
-        raise ValueError("expected one numel per tensor and at least one tensor")
-    total = int(sum(numels))
-    chunks = []
-    offset = 0
-    for t, n in zip(tensors, numels, strict=True):
-        chunks.append(_basis_rows((int(n),), t.dtype, offset, 0, total))
-        offset += int(n)
-    return tuple(chunks)
-
-
-def _one_hot(shape: tuple[int, ...], dtype: Any, k: int) -> np.ndarray:
-    e = np.zeros(math.prod(shape), dtype=dtype)
-    e[k] = 1
-    return e.reshape(shape)
-
-
-class _Join(Function):
-    """Stack (new axis 0) or concatenate (axis 0) Tensors, differentiably to any order.
-
-    The backward slices the incoming cotangent, after any leading batch axis that a
-    batched backward pass (``is_grads_batched``) adds.
-    """
-
-    @staticmethod
-    def forward(ctx: Any, stack: bool, *pieces: Any) -> np.ndarray:
-        arrays = [np.asarray(p) for p in pieces]
-        ctx.stack = stack
-        ctx.sizes = [1 if stack else a.shape[0] for a in arrays]
-        ctx.ndim = arrays[0].ndim + (1 if stack else 0)
-        return np.stack(arrays) if stack else np.concatenate(arrays)
-
-    @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple:
-        lead = (slice(None),) * (g.ndim - ctx.ndim)
-        result: list = [None]
-        start = 0
-        for size in ctx.sizes:
-            index = start if ctx.stack else slice(start, start + size)
-            result.append(g[(*lead, index)])
-            start += size
-        return tuple(result)
-
-
-_Join.__name__ = "Join"  # its grad_fn reads JoinBackward
-
-
-def _reshape(t: Tensor, shape: tuple[int, ...]) -> Tensor:
-    if t.shape == shape:
-        return t
-    if t.requires_grad:
-        return t.reshape(shape)
-    # A constant result: reshape its ndarray, without the cost of a recorded call.
-    return _wrap(t.data.reshape(shape), False, None, 0)
-
-
-def _rows(t: Tensor, lo: int, hi: int) -> Tensor:
-    """Rows ``lo:hi`` of a block of Jacobian rows (recorded only when it needs to be)."""
-    if t.requires_grad:
-        return t[lo:hi]
-    return _wrap(t.data[lo:hi], False, None, 0)
-
-
-def _pullback_rows(
-    roots: Sequence[Tensor | None],
-    root_shapes: Sequence[tuple[int, ...]],
-    wrt: Sequence[Tensor],
-    *,
-    batched: bool,
-    chunk_size: int | None,
-    create_graph: bool,
-    check: Callable[[int, int, Tensor | None], None] | None = None,
-) -> list[list[Tensor | None]]:
-    """Pull every row of the standard basis of the flattened ``roots`` back to ``wrt``.
-
-    Returns ``blocks[i][j]``: the rows belonging to root ``i`` (``prod(root_shapes[i])``
-    of them) of the Jacobian of root ``i`` with respect to ``wrt[j]``, as a Tensor whose
-    C-order elements are ``rows x wrt[j].shape``; None when all of them are zero. A root
-    that is None or does not require grad contributes zero rows.
-
-    ``batched`` pulls back ``chunk_size`` rows (all of them by default) per backward
-    pass with ``is_grads_batched``; otherwise one row per pass, and ``check(i, j, row)``
-    sees every row gradient before it is used (strict mode). The graph is kept between
-    passes and freed after the last one unless ``create_graph``.
-    """
-    offsets = [0]
-    for shape in root_shapes:
-        offsets.append(offsets[-1] + math.prod(shape))
-    total = offsets[-1]
-    live = [r is not None and r.requires_grad for r in roots]
-    step = (chunk_size or max(total, 1)) if batched else 1
-    pieces: list[list[list]] = [[[] for _ in wrt] for _ in roots]
-    nonzero = [[False] * len(wrt) for _ in roots]
-
-    for start, stop, res in _passes(
-        roots, root_shapes, offsets, live, wrt, step, batched, create_graph
-    ):
-        for i in range(len(roots)):
-            lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
-            if lo >= hi:
-                continue
-            for j, r in enumerate(res):
-                if check is not None:
-                    check(i, j, r)
-                if r is None or not live[i]:
-                    pieces[i][j].append((hi - lo, None))
-                    continue
-                if batched and (lo, hi) != (start, stop):
-                    r = _rows(r, lo - start, hi - start)
-                pieces[i][j].append((hi - lo, r))
-                nonzero[i][j] = True
-
-    blocks: list[list[Tensor | None]] = []
-    for i in range(len(roots)):
-        row = []
-        for j, w in enumerate(wrt):
-            if not nonzero[i][j]:
-                row.append(None)
-                continue
-            parts = [
-                p if p is not None else np.zeros((n, *w.shape) if batched else w.shape, w.dtype)
-                for n, p in pieces[i][j]
-            ]
-            row.append(parts[0] if len(parts) == 1 else _Join.apply(not batched, *parts))
-        blocks.append(row)
-    return blocks
-
-
-# Below this many entries a block of identity rows stays a dense array: the structured
-# form saves NumPy work in proportion to the block's size, but costs Python dispatch per
-# operation (the two break even near 64 x 64 on the Hessian of Rosenbrock).
-_DENSE_MAX = 4096
-
-
-def _passes(
-    roots: Sequence[Tensor | None],
-    root_shapes: Sequence[tuple[int, ...]],
-    offsets: list[int],
-    live: list[bool],
-    wrt: Sequence[Tensor],
-    step: int,
-    batched: bool,
-    create_graph: bool,
-) -> Iterator[tuple[int, int, tuple[Tensor | None, ...]]]:
-    """One backward pass per ``step`` rows of the basis: yields ``(start, stop, grads)``."""
-    total = offsets[-1]
-    for start in range(0, total, step):
-        stop = min(start + step, total)
-        used, cots = [], []
-        for i, root in enumerate(roots):
-            lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
-            if lo >= hi or not live[i]:
-                continue
-            used.append(root)
-            whole = start <= offsets[i] and offsets[i + 1] <= stop
-            if batched and whole and not create_graph and (stop - start) * (hi - lo) >= _DENSE_MAX:
-                # The whole block: scaled identity rows, which elementwise rules keep
-                # as a diagonal and matmul turns into a row scaling (no GEMM).
-                block = identity_rows(root_shapes[i], root.dtype, offsets[i] - start, stop - start)
-                cots.append(block)
-            elif batched:
-                cots.append(_basis_rows(root_shapes[i], root.dtype, offsets[i], start, stop))
-            else:
-                cots.append(_one_hot(root_shapes[i], root.dtype, start - offsets[i]))
-        if not used:
-            yield start, stop, (None,) * len(wrt)
-            continue
-        yield (
-            start,
-            stop,
-            grad(
-                tuple(used),
-                tuple(wrt),
-                tuple(cots),
-                retain_graph=create_graph or stop < total,
-                create_graph=create_graph,
-                allow_unused=True,
-                is_grads_batched=batched,
-            ),
+def _tangents(
+    v: Any, inputs: tuple[Tensor, ...], is_inputs_tuple: bool, create_graph: bool, fn_name: str
+) -> tuple[Tensor, ...] | None:
+    """``v`` given for ``inputs`` (jvp, vhp, hvp), checked and preprocessed as by torch."""
+    if v is not None:
+        _, v = as_tuple(v, "v", fn_name, convert=True)
+        v = grad_preprocess(v, create_graph, need_graph=False)
+        validate_v(v, inputs, is_inputs_tuple)
+    elif len(inputs) != 1 or inputs[0].size != 1:
+        raise RuntimeError(
+            "The vector v can only be None if the input to the user-provided function is a "
+            "single Tensor with a single element."
         )
+    return v
 
 
 # --------------------------------------------------------------------------- vjp / jvp
@@ -564,29 +136,27 @@ def vjp(
     (tensor([1., 4.]), tensor([ 2., 40.]))
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(
+        is_inputs_tuple, inputs = as_tuple(
             inputs, "inputs", "vjp", convert=True, differentiable=True
         )
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
         outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "vjp")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "vjp")
+        check_requires_grad(outputs, "outputs", strict)
         if v is not None:
-            _, v = _as_tuple(v, "v", "vjp", convert=True)
-            v = _grad_preprocess(v, create_graph, need_graph=False)
-            _validate_v(v, outputs, is_outputs_tuple)
+            _, v = as_tuple(v, "v", "vjp", convert=True)
+            v = grad_preprocess(v, create_graph, need_graph=False)
+            validate_v(v, outputs, is_outputs_tuple)
         elif len(outputs) != 1 or outputs[0].size != 1:
             raise RuntimeError(
                 "The vector v can only be None if the user-provided function returns a single "
                 "Tensor with a single element."
             )
-        grad_res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
-        result, is_inputs_tuple
-    )
+        grad_res = autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        result = fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
+    outputs = grad_postprocess(outputs, create_graph)
+    result = grad_postprocess(result, create_graph)
+    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_inputs_tuple)
 
 
 def jvp(
@@ -647,213 +217,41 @@ def jvp(
     tensor([3., 2.])
     """
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(
+        is_inputs_tuple, inputs = as_tuple(
             inputs, "inputs", "jvp", convert=True, differentiable=True
         )
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-        if v is not None:
-            _, v = _as_tuple(v, "v", "jvp", convert=True)
-            v = _grad_preprocess(v, create_graph, need_graph=False)
-            _validate_v(v, inputs, is_inputs_tuple)
-        elif len(inputs) != 1 or inputs[0].size != 1:
-            raise RuntimeError(
-                "The vector v can only be None if the input to the user-provided function is a "
-                "single Tensor with a single element."
-            )
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _tangents(v, inputs, is_inputs_tuple, create_graph, "jvp")
         outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jvp")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jvp")
+        check_requires_grad(outputs, "outputs", strict)
         if not strict:
-            products = _push_forward(outputs, inputs, v, create_graph)
-            result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
-            outputs = _grad_postprocess(outputs, create_graph)
-            result = _grad_postprocess(result, create_graph)
-            return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
-                result, is_outputs_tuple
-            )
-        # The value of the dummy cotangents is irrelevant (J^T u is linear in u); zeros
-        # keep inf and nan out of the intermediate results.
-        dummies = [np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs]
-        grad_inputs = _autograd_grad(outputs, inputs, dummies, create_graph=True)
-        _check_requires_grad(grad_inputs, "grad_inputs", strict)
-        live = [i for i, u in enumerate(dummies) if u is not None]
-        products: list[Tensor | None] = [None] * len(outputs)
-        if live:
-            res = _autograd_grad(
-                grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
-            )
-            for i, r in zip(live, res, strict=True):
-                products[i] = r
-        result = _fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(
-        result, is_outputs_tuple
-    )
-
-
-def _push_forward(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    v: tuple[Tensor, ...] | None,
-    create_graph: bool,
-    batched: bool = False,
-) -> list[Tensor | None]:
-    """Forward mode: the tangents of ``outputs`` for tangents ``v`` of ``inputs``.
-
-    ``v`` holds Tensors (None: ones, for a single one-element input), with one leading
-    batch axis when ``batched``. Returns one Tensor per output, None where an output
-    does not depend on the inputs.
-    """
-    if v is None:
-        v = tuple(np.ones_like(t) for t in inputs)
-    seeds = {}
-    for inp, t in zip(inputs, v, strict=True):
-        seeds[inp._gradient_edge()] = t if create_graph else t.data
-    pushed = push_forward(outputs, seeds, create_graph=create_graph, batched=batched)
-    if create_graph:
-        return pushed
-    given = {id(a) for a in seeds.values()}
-    result: list[Tensor | None] = []
-    for r in pushed:
-        if r is not None and (id(r) in given or not r.flags.writeable):
-            r = r.copy()  # never hand out the caller's v, or a read-only broadcast view
-        result.append(None if r is None else _wrap(r, False, None, 0))
-    return result
+            products = push_tangents(outputs, inputs, v, create_graph)
+        else:
+            # torch's definition of strict mode (its independence checks), kept apart
+            # from funcdiff._jacobian.double_backward_jvp, which returns plain arrays
+            # of a kept graph. The value of the dummy cotangents is irrelevant (J^T u
+            # is linear in u); zeros keep inf and nan out of the intermediate results.
+            dummies = [
+                np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs
+            ]
+            grad_inputs = autograd_grad(outputs, inputs, dummies, create_graph=True)
+            check_requires_grad(grad_inputs, "grad_inputs", strict)
+            live = [i for i, u in enumerate(dummies) if u is not None]
+            products = [None] * len(outputs)
+            if live:
+                res = autograd_grad(
+                    grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
+                )
+                for i, r in zip(live, res, strict=True):
+                    products[i] = r
+        result = fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
+    outputs = grad_postprocess(outputs, create_graph)
+    result = grad_postprocess(result, create_graph)
+    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_outputs_tuple)
 
 
 # --------------------------------------------------------------------------- jacobian
-def _check_strategy(strategy: Any, hint: bool) -> None:
-    if isinstance(strategy, str) and strategy in _STRATEGIES:
-        return
-    msg = 'Expected strategy to be either "forward-mode" or "reverse-mode".'
-    if hint:
-        msg += (
-            ' Hint: If your function has more outputs than inputs, "forward-mode" tends to be '
-            'more performant. Otherwise, prefer to use "reverse-mode".'
-        )
-    raise ValueError(f"{msg} Got {strategy!r}.")
-
-
-def _check_chunk_size(chunk_size: Any) -> None:
-    if chunk_size is None:
-        return
-    if (
-        isinstance(chunk_size, (bool, np.bool_))
-        or not isinstance(chunk_size, (int, np.integer))
-        or chunk_size <= 0
-    ):
-        raise ValueError(f"chunk_size must be None or a positive integer, got {chunk_size!r}.")
-
-
-def _zeros(ref: Tensor, shape: tuple[int, ...]) -> Tensor:
-    """Zeros of ``shape`` with the dtype of ``ref``, as a constant Tensor."""
-    return np.zeros_like(ref, shape=shape)
-
-
-#: Rows per batched backward pass of the default (``vectorize=False``) Jacobian: each
-#: pass holds ``rows x`` the inputs' size per cotangent, this many elements at most.
-_DEFAULT_BATCH_ELEMENTS = 1 << 22
-
-
-def _default_chunk(inputs: Sequence[Tensor]) -> int:
-    """Rows per pass that bound a batch of input cotangents to 32 MiB of float64."""
-    return max(1, _DEFAULT_BATCH_ELEMENTS // max(1, sum(t.size for t in inputs)))
-
-
-def _jacobian_reverse(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    create_graph: bool,
-    strict: bool,
-    vectorize: bool,
-    chunk_size: int | None,
-) -> tuple[tuple[Tensor, ...], ...]:
-    check = None
-    batched = vectorize
-    if not vectorize and not strict:
-        # The row loop's results, from batches of rows: a batched pass runs the same
-        # vjps on a leading axis of rows (a custom Function without batched_backward
-        # still sees one row at a time). Strict mode keeps the loop, whose checks
-        # see every row.
-        batched = True
-        chunk_size = chunk_size or _default_chunk(inputs)
-    if strict and not vectorize:
-
-        def check(i: int, j: int, row: Tensor | None) -> None:
-            if row is None:
-                raise RuntimeError(
-                    f"Output {i} of the user-provided function is independent of input {j}. "
-                    "This is not allowed in strict mode."
-                )
-            if create_graph and not row.requires_grad:
-                raise RuntimeError(
-                    f"The jacobian of the user-provided function is independent of input {j}. "
-                    "This is not allowed in strict mode when create_graph=True."
-                )
-
-    blocks = _pullback_rows(
-        outputs,
-        [o.shape for o in outputs],
-        inputs,
-        batched=batched,
-        chunk_size=chunk_size,
-        create_graph=create_graph,
-        check=check,
-    )
-    jac = []
-    for out, row in zip(outputs, blocks, strict=True):
-        entries = []
-        for inp, block in zip(inputs, row, strict=True):
-            shape = out.shape + inp.shape
-            entries.append(_zeros(inp, shape) if block is None else _reshape(block, shape))
-        jac.append(tuple(entries))
-    return tuple(jac)
-
-
-def _jacobian_forward(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    vectorize: bool,
-    chunk_size: int | None,
-) -> tuple[tuple[Tensor, ...], ...]:
-    """Columns of the Jacobian as tangents ``J e_k`` pushed through the recorded graph.
-
-    With ``vectorize`` a batch of basis tangents (``chunk_size`` of them, all by
-    default) goes through in one pass; otherwise one column per pass.
-    """
-    offsets = [0]
-    for inp in inputs:
-        offsets.append(offsets[-1] + inp.size)
-    total = offsets[-1]
-    step = (chunk_size or max(total, 1)) if vectorize else 1
-    pieces: list[list[np.ndarray]] = [[] for _ in outputs]
-    for start in range(0, total, step):
-        stop = min(start + step, total)
-        seeds: dict = {}
-        for j, inp in enumerate(inputs):
-            if offsets[j] < stop and start < offsets[j + 1]:
-                rows = _basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
-                seeds[inp._gradient_edge()] = rows if vectorize else rows[0]
-        pushed = push_forward(outputs, seeds, create_graph=False, batched=vectorize)
-        for i, (out, t) in enumerate(zip(outputs, pushed, strict=True)):
-            shape = (stop - start, out.size)
-            if t is None:
-                t = np.zeros(shape, out.dtype if out.dtype.kind == "f" else inputs[0].dtype)
-            pieces[i].append(t.reshape(shape))
-    jac = []
-    for i, out in enumerate(outputs):
-        # Rows are input elements: transposed, the columns of input j are its block.
-        # (Array methods, not np.moveaxis and np.reshape: on B7-sized problems their
-        # argument normalisation costs more than the arithmetic.)
-        columns = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
-        out_shape = out.shape
-        entries = []
-        for j, inp in enumerate(inputs):
-            block = columns[:, offsets[j] : offsets[j + 1]]
-            entries.append(_wrap(block.reshape(out_shape + inp.shape), False, None, 0))
-        jac.append(tuple(entries))
-    return tuple(jac)
 
 
 def jacobian(
@@ -927,8 +325,8 @@ def jacobian(
     >>> jy
     tensor([1., 4.])
     """
-    _check_strategy(strategy, hint=True)
-    _check_chunk_size(chunk_size)
+    check_strategy(strategy, hint=True)
+    check_chunk_size(chunk_size)
     with enable_grad():
         if strategy == "forward-mode":
             if create_graph:
@@ -943,23 +341,23 @@ def jacobian(
                     "are not supported together (yet). Please either set `strict=False` or "
                     '`strategy="reverse-mode"`.'
                 )
-            is_inputs_tuple, inputs = _as_tuple(
+            is_inputs_tuple, inputs = as_tuple(
                 inputs, "inputs", "jacobian", convert=True, differentiable=True
             )
-            inputs = _grad_preprocess(inputs, False, need_graph=True)
+            inputs = grad_preprocess(inputs, False, need_graph=True)
             outputs = func(*inputs)
-            is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
+            is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jacobian")
             # The blocks are new constant Tensors: there is nothing to detach.
-            jac = _jacobian_forward(outputs, inputs, vectorize, chunk_size)
-            return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+            jac = jacobian_forward(outputs, inputs, vectorize, chunk_size)
+            return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
-        is_inputs_tuple, inputs = _as_tuple(
+        is_inputs_tuple, inputs = as_tuple(
             inputs, "inputs", "jacobian", convert=True, differentiable=True
         )
-        inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
         outputs = func(*inputs)
-        is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, "jacobian")
-        _check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jacobian")
+        check_requires_grad(outputs, "outputs", strict)
         if vectorize and strict:
             raise RuntimeError(
                 "funcdiff.functional.jacobian: `strict=True` and `vectorize=True` are not "
@@ -967,8 +365,8 @@ def jacobian(
             )
         # Without create_graph the blocks are new constant Tensors (made by the backward
         # pass from detached inputs): there is nothing to detach.
-        jac = _jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
-    return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+        jac = jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
+    return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
 # --------------------------------------------------------------------------- second order
@@ -1033,15 +431,15 @@ def hessian(
     tensor([[ 6.,  0.],
             [ 0., 12.]])
     """
-    is_inputs_tuple, inputs = _as_tuple(
+    is_inputs_tuple, inputs = as_tuple(
         inputs, "inputs", "hessian", convert=True, differentiable=True
     )
-    _check_strategy(outer_jacobian_strategy, hint=False)
+    check_strategy(outer_jacobian_strategy, hint=False)
 
     def ensure_single_output_function(*inp: Tensor) -> Tensor:
         out = func(*inp)
-        is_out_tuple, t_out = _as_tuple(out, _OUTPUTS, "hessian")
-        _check_requires_grad(t_out, "outputs", strict)
+        is_out_tuple, t_out = as_tuple(out, _OUTPUTS, "hessian")
+        check_requires_grad(t_out, "outputs", strict)
         if is_out_tuple:
             raise RuntimeError("The function given to hessian should return a single Tensor")
         if out.size != 1:
@@ -1055,9 +453,9 @@ def hessian(
         # The Jacobian of a one-element output is its gradient: torch calls jacobian()
         # here, whose one-row pass and input aliases give the same blocks at more cost.
         out = ensure_single_output_function(*inp)
-        grads = _autograd_grad((out,), inp, create_graph=True)
-        jac = tuple(_zeros(t, t.shape) if g is None else g for t, g in zip(inp, grads))
-        _check_requires_grad(jac, "jacobian", strict)
+        grads = autograd_grad((out,), inp, create_graph=True)
+        jac = tuple(np.zeros_like(t) if g is None else g for t, g in zip(inp, grads))
+        check_requires_grad(jac, "jacobian", strict)
         return jac
 
     res = jacobian(
@@ -1069,56 +467,64 @@ def hessian(
         strategy=outer_jacobian_strategy,
         chunk_size=chunk_size,
     )
-    return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
+    return tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 
 
-def _second_order_prologue(
+def _hessian_product(
     func: Callable[..., Any],
     inputs: Any,
     v: Any,
     create_graph: bool,
     strict: bool,
     fn_name: str,
-) -> tuple[bool, tuple[Tensor, ...], tuple[Tensor, ...] | None, Tensor, tuple]:
-    """The checks shared by vhp and hvp, in torch's order; returns the first gradient."""
-    is_inputs_tuple, inputs = _as_tuple(
-        inputs, "inputs", fn_name, convert=True, differentiable=True
-    )
-    inputs = _grad_preprocess(inputs, create_graph, need_graph=True)
-    if v is not None:
-        _, v = _as_tuple(v, "v", fn_name, convert=True)
-        v = _grad_preprocess(v, create_graph, need_graph=False)
-        _validate_v(v, inputs, is_inputs_tuple)
-    elif len(inputs) != 1 or inputs[0].size != 1:
-        raise RuntimeError(
-            "The vector v can only be None if the input to the user-provided function is a "
-            "single Tensor with a single element."
-        )
-    outputs = func(*inputs)
-    is_outputs_tuple, outputs = _as_tuple(outputs, _OUTPUTS, fn_name)
-    _check_requires_grad(outputs, "outputs", strict)
-    if is_outputs_tuple:
-        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
-    if outputs[0].size != 1:
-        raise RuntimeError(
-            f"The Tensor returned by the function given to {fn_name} should contain a single "
-            "element"
-        )
-    jac = _autograd_grad(outputs, inputs, create_graph=True)
-    _check_requires_grad(jac, "jacobian", strict)
-    return is_inputs_tuple, inputs, v, outputs[0], jac
-
-
-def vhp(
-    func: Callable[..., Any],
-    inputs: TensorLikes,
-    v: TensorLikes | None = None,
-    create_graph: bool = False,
-    strict: bool = False,
 ) -> tuple[Tensor, Any]:
-    """The vector-Hessian product ``v^T H`` of a scalar function (reverse over reverse).
+    """vhp (``v^T H``, reverse over reverse) or hvp (``H v``), with the checks in torch's
+    order: the gradient is recorded, then differentiated once more along ``v``."""
+    with enable_grad():
+        is_inputs_tuple, inputs = as_tuple(
+            inputs, "inputs", fn_name, convert=True, differentiable=True
+        )
+        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
+        v = _tangents(v, inputs, is_inputs_tuple, create_graph, fn_name)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, fn_name)
+        check_requires_grad(outputs, "outputs", strict)
+        if is_outputs_tuple:
+            raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+        if outputs[0].size != 1:
+            raise RuntimeError(
+                f"The Tensor returned by the function given to {fn_name} should contain a "
+                "single element"
+            )
+        jac = autograd_grad(outputs, inputs, create_graph=True)
+        check_requires_grad(jac, "jacobian", strict)
+        if fn_name == "vhp":
+            products = autograd_grad(jac, inputs, v, create_graph=create_graph)
+            stage = "double_back"
+        elif not strict:
+            # Forward over reverse: v pushed through the recorded gradient.
+            live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
+            pushed = push_tangents(tuple(jac[i] for i in live), inputs, v, create_graph)
+            products = [None] * len(inputs)
+            for i, p in zip(live, pushed, strict=True):
+                products[i] = p
+            stage = "double_back_trick"
+        else:
+            # torch's strict mode: the double-backward trick on top of the gradient.
+            grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
+            double_back = autograd_grad(jac, inputs, grad_jac, create_graph=True)
+            check_requires_grad(double_back, "hessian", strict)
+            products = autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+            stage = "double_back_trick"
+        result = fill_in_zeros(products, inputs, strict, create_graph, stage)
+    (output,) = grad_postprocess((outputs[0],), create_graph)
+    result = grad_postprocess(result, create_graph)
+    return output, tuple_postprocess(result, is_inputs_tuple)
 
-    Parameters
+
+# The parts of vhp's and hvp's docstrings that are the same, filled in below each.
+_HESSIAN_PRODUCT_DOC = {
+    "parameters": """Parameters
     ----------
     func : callable
         Takes as many Tensors as there are inputs and returns a single Tensor with a
@@ -1131,22 +537,37 @@ def vhp(
         Keep the results differentiable with respect to ``inputs`` and ``v``.
     strict : bool
         Raise RuntimeError when the function or its gradient does not depend on an
-        input, instead of returning zeros.
-
-    Returns
-    -------
-    func_output : Tensor
-        ``func(*inputs)``, with its original shape.
-    vhp : Tensor or tuple of Tensor
-        Structured like ``inputs``: entry ``j`` is ``sum_i v_i^T H[i][j]``.
-
-    Raises
+        input, instead of returning zeros.""",
+    "func_output": """func_output : Tensor
+        ``func(*inputs)``, with its original shape.""",
+    "raises": """Raises
     ------
     TypeError
         Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
     RuntimeError
         ``func`` not returning a single one-element Tensor, a bad ``v``, and
-        strict-mode violations.
+        strict-mode violations.""",
+}
+
+
+def vhp(
+    func: Callable[..., Any],
+    inputs: TensorLikes,
+    v: TensorLikes | None = None,
+    create_graph: bool = False,
+    strict: bool = False,
+) -> tuple[Tensor, Any]:
+    """The vector-Hessian product ``v^T H`` of a scalar function (reverse over reverse).
+
+    %(parameters)s
+
+    Returns
+    -------
+    %(func_output)s
+    vhp : Tensor or tuple of Tensor
+        Structured like ``inputs``: entry ``j`` is ``sum_i v_i^T H[i][j]``.
+
+    %(raises)s
 
     Examples
     --------
@@ -1157,15 +578,7 @@ def vhp(
     >>> vhp(f, fd.tensor([1.0, 2.0]), fd.tensor([1.0, 1.0]))
     (tensor(9.), tensor([ 6., 12.]))
     """
-    with enable_grad():
-        is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
-            func, inputs, v, create_graph, strict, "vhp"
-        )
-        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
-    (output,) = _grad_postprocess((output,), create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return output, _tuple_postprocess(result, is_inputs_tuple)
+    return _hessian_product(func, inputs, v, create_graph, strict, "vhp")
 
 
 def hvp(
@@ -1183,35 +596,15 @@ def hvp(
     ``strict=True`` it uses torch's double-backward trick on top of the gradient (one
     backward pass more), whose independence checks strict mode is defined by.
 
-    Parameters
-    ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a single Tensor with a
-        single element.
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
-    v : Tensor, array_like or tuple of them, optional
-        Shaped like ``inputs``; may be None only for a single one-element input.
-    create_graph : bool
-        Keep the results differentiable with respect to ``inputs`` and ``v``.
-    strict : bool
-        Raise RuntimeError when the function or its gradient does not depend on an
-        input, instead of returning zeros.
+    %(parameters)s
 
     Returns
     -------
-    func_output : Tensor
-        ``func(*inputs)``, with its original shape.
+    %(func_output)s
     hvp : Tensor or tuple of Tensor
         Structured like ``inputs``: entry ``i`` is ``sum_j H[i][j] v_j``.
 
-    Raises
-    ------
-    TypeError
-        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
-    RuntimeError
-        ``func`` not returning a single one-element Tensor, a bad ``v``, and
-        strict-mode violations.
+    %(raises)s
 
     Examples
     --------
@@ -1224,25 +617,10 @@ def hvp(
     >>> hx, hy
     (tensor([4.]), tensor([2.]))
     """
-    with enable_grad():
-        is_inputs_tuple, inputs, v, output, jac = _second_order_prologue(
-            func, inputs, v, create_graph, strict, "hvp"
-        )
-        if not strict:
-            live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
-            pushed = _push_forward(tuple(jac[i] for i in live), inputs, v, create_graph)
-            products: list[Tensor | None] = [None] * len(inputs)
-            for i, p in zip(live, pushed, strict=True):
-                products[i] = p
-            result = _fill_in_zeros(products, inputs, strict, create_graph, "double_back_trick")
-            (output,) = _grad_postprocess((output,), create_graph)
-            result = _grad_postprocess(result, create_graph)
-            return output, _tuple_postprocess(result, is_inputs_tuple)
-        grad_jac = tuple(np.zeros_like(inp).requires_grad_() for inp in inputs)
-        double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
-        _check_requires_grad(double_back, "hessian", strict)
-        grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
-    (output,) = _grad_postprocess((output,), create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return output, _tuple_postprocess(result, is_inputs_tuple)
+    return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
+
+
+for _f in (vhp, hvp):
+    if _f.__doc__:  # None under python -OO
+        _f.__doc__ %= _HESSIAN_PRODUCT_DOC
+del _f

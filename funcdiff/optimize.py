@@ -37,11 +37,9 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core.tensor import Tensor, tensor
+from funcdiff._jacobian import basis_rows, jacobian_rows, jvp, vjp
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.autograd.forward import push_forward
-from funcdiff.check.derivatives import is_batch_safe as _batch_safe
-from funcdiff.check.derivatives import jacobian_rows as _vjp_rows
 
 __all__ = [
     "Derivatives",
@@ -215,16 +213,12 @@ class Derivatives:
             return np.zeros((m, n))
         with enable_grad():
             if m <= n:
-                rows = _vjp_rows(point.out, [point.xt])[0]
+                rows = jacobian_rows(point.out, [point.xt])[0]
                 return np.asarray(rows, dtype=np.float64).reshape(m, n)
             # Tall Jacobian: n forward-mode products in one batched pass.
-            basis = np.eye(n).reshape((n,) + point.x.shape)
-            (cols,) = push_forward(
-                [point.out], {point.xt._gradient_edge(): basis}, create_graph=False, batched=True
-            )
-        if cols is None:
-            return np.zeros((m, n))
-        return np.asarray(cols, dtype=np.float64).reshape(n, m).T.copy()
+            basis = basis_rows(point.x.shape, np.float64, 0, 0, n)
+            (cols,) = jvp([point.out], [point.xt], [basis], batched=True)
+        return cols.reshape(n, m).T.copy()
 
     def fun_and_jac(self, x: Any, *args: Any, **kwargs: Any) -> tuple[Any, np.ndarray]:
         """``(fun(x), jac(x))`` for SciPy's ``jac=True`` convention."""
@@ -239,7 +233,7 @@ class Derivatives:
         if g is None:
             return np.zeros((n, n))
         with enable_grad():
-            rows = _vjp_rows(g, [point.xt])[0]
+            rows = jacobian_rows(g, [point.xt])[0]
         return np.asarray(rows, dtype=np.float64).reshape(n, n)
 
     def hessp(self, x: Any, p: Any, *args: Any, **kwargs: Any) -> np.ndarray:
@@ -253,10 +247,8 @@ class Derivatives:
         if g is None or not g.requires_grad:
             return np.zeros(point.x.shape)
         with enable_grad():
-            (hp,) = grad(
-                g, point.xt, pa.reshape(point.x.shape), retain_graph=True, allow_unused=True
-            )
-        return np.zeros(point.x.shape) if hp is None else np.array(hp.data, dtype=np.float64)
+            (hp,) = vjp([g], [point.xt], [pa.reshape(point.x.shape)])
+        return np.array(hp, dtype=np.float64)
 
 
 def derivatives(fun: Callable[..., Any], args: Sequence[Any] = ()) -> Derivatives:
@@ -437,55 +429,59 @@ def jacobian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ())
     m, n = out_data.size, xa.size
     live = isinstance(out, Tensor) and out.requires_grad
 
-    def push(tangents: np.ndarray, batched: bool) -> np.ndarray | None:
-        # Forward mode through the one recorded graph: J v without a backward pass.
-        with enable_grad():
-            (t,) = push_forward(
-                [out], {xt._gradient_edge(): tangents}, create_graph=False, batched=batched
-            )
-        return t
-
     def matvec(v: np.ndarray) -> np.ndarray:
+        # Forward mode through the one recorded graph: J v without a backward pass.
+        if not live:
+            return np.zeros(m)
         v = np.asarray(v, dtype=np.float64).reshape(xa.shape)
-        jv = push(v, False) if live else None
-        return np.zeros(m) if jv is None else np.array(jv, dtype=np.float64).ravel()
+        with enable_grad():
+            (jv,) = jvp([out], [xt], [v])
+        return jv.ravel()
 
     def rmatvec(w: np.ndarray) -> np.ndarray:
-        w = np.asarray(w, dtype=np.float64).reshape(out_data.shape)
-        if not live:
-            return np.zeros(n)
-        with enable_grad():
-            (r,) = grad(out, xt, w, retain_graph=True, allow_unused=True)
-        return np.zeros(n) if r is None else np.array(r.data, dtype=np.float64).ravel()
+        return _pull_back(out if live else None, xt, w, out_data.shape)
 
     def matmat(V: np.ndarray) -> np.ndarray:
         V = np.asarray(V, dtype=np.float64)
         k = V.shape[1]
-        jv = push(V.T.reshape((k,) + xa.shape), True) if live and k else None
-        if jv is None:
+        if not live or not k:
             return np.zeros((m, k))
-        return np.array(jv, dtype=np.float64).reshape(k, m).T
+        with enable_grad():
+            (jv,) = jvp([out], [xt], [V.T.reshape((k,) + xa.shape)], batched=True)
+        return jv.reshape(k, m).T
 
     def rmatmat(W: np.ndarray) -> np.ndarray:
-        W = np.asarray(W, dtype=np.float64)
-        if not live or not _batch_safe([out]):
-            return np.column_stack([rmatvec(c) for c in W.T]) if W.shape[1] else np.zeros((n, 0))
-        with enable_grad():
-            (r,) = grad(
-                out,
-                xt,
-                W.T.reshape((W.shape[1],) + out_data.shape),
-                retain_graph=True,
-                allow_unused=True,
-                is_grads_batched=True,
-            )
-        if r is None:
-            return np.zeros((n, W.shape[1]))
-        return np.array(r.data, dtype=np.float64).reshape(W.shape[1], n).T
+        return _pull_back_columns(out if live else None, xt, W, out_data.shape)
 
     return LinearOperator(
         (m, n), matvec=matvec, rmatvec=rmatvec, matmat=matmat, rmatmat=rmatmat, dtype=np.float64
     )
+
+
+def _pull_back(root: Tensor | None, xt: Tensor, w: Any, root_shape: tuple[int, ...]) -> np.ndarray:
+    """``J^T w`` (flattened) of ``root`` on the kept graph; zeros for a constant ``root``."""
+    w = np.asarray(w, dtype=np.float64).reshape(root_shape)
+    with enable_grad():
+        (r,) = vjp([root], [xt], [w])
+    return np.array(r, dtype=np.float64).ravel()
+
+
+def _pull_back_columns(
+    root: Tensor | None, xt: Tensor, W: Any, root_shape: tuple[int, ...]
+) -> np.ndarray:
+    """``J^T W`` (n, k) of ``root`` for the k columns of ``W``, on the kept graph.
+
+    One batched backward pass, or one per column where the graph holds a hook or a
+    batch-aware custom backward (:func:`funcdiff._jacobian.is_batch_safe`); zeros for a
+    constant ``root``.
+    """
+    W = np.asarray(W, dtype=np.float64)
+    k = W.shape[1]
+    if not k:
+        return np.zeros((xt.size, 0))
+    with enable_grad():
+        (r,) = vjp([root], [xt], [W.T.reshape((k, *root_shape))], batched=True)
+    return np.array(r, dtype=np.float64).reshape(k, xt.size).T
 
 
 def hessian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ()) -> Any:
@@ -516,32 +512,12 @@ def hessian_operator(fun: Callable[..., Any], x: Any, args: Sequence[Any] = ()) 
     if isinstance(out, Tensor) and out.requires_grad:
         with enable_grad():
             (g,) = grad(out, xt, create_graph=True, retain_graph=True, allow_unused=True)
-    live = g is not None and g.requires_grad
 
     def matvec(v: np.ndarray) -> np.ndarray:
-        if not live:
-            return np.zeros(n)
-        v = np.asarray(v, dtype=np.float64).reshape(xa.shape)
-        with enable_grad():
-            (hv,) = grad(g, xt, v, retain_graph=True, allow_unused=True)
-        return np.zeros(n) if hv is None else np.array(hv.data, dtype=np.float64).ravel()
+        return _pull_back(g, xt, v, xa.shape)
 
     def matmat(V: np.ndarray) -> np.ndarray:
-        V = np.asarray(V, dtype=np.float64)
-        if not live or not _batch_safe([g]):
-            return np.column_stack([matvec(c) for c in V.T]) if V.shape[1] else np.zeros((n, 0))
-        with enable_grad():
-            (hv,) = grad(
-                g,
-                xt,
-                V.T.reshape((V.shape[1],) + xa.shape),
-                retain_graph=True,
-                allow_unused=True,
-                is_grads_batched=True,
-            )
-        if hv is None:
-            return np.zeros((n, V.shape[1]))
-        return np.array(hv.data, dtype=np.float64).reshape(V.shape[1], n).T
+        return _pull_back_columns(g, xt, V, xa.shape)
 
     return LinearOperator(
         (n, n), matvec=matvec, rmatvec=matvec, matmat=matmat, rmatmat=matmat, dtype=np.float64

@@ -29,8 +29,8 @@ import numpy as np
 from funcdiff._core.registry import Arg, Case, Rule
 from funcdiff._core.structured import BasisBatch
 from funcdiff._core.tensor import Tensor, tensor
+from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
-from funcdiff.autograd.forward import push_forward
 from funcdiff.ops import dispatch as _ops
 
 __all__ = ["RuleCheck", "check_rule_case", "materialize_case"]
@@ -152,14 +152,21 @@ def _pushed(
 ) -> list[np.ndarray]:
     """Forward mode over the recorded graph of ``f``: one tangent per output."""
     inputs = [tensor(x, requires_grad=True) for x in x0]
-    outs = f(*inputs)
-    seeds = {t._gradient_edge(): d for t, d in zip(inputs, dirs)}
-    pushed = push_forward(list(outs), seeds, create_graph=False, batched=batched)
-    lead = np.shape(dirs[0])[:1] if batched else ()
-    return [
-        np.zeros(lead + np.shape(o.data)) if t is None else np.asarray(t, dtype=float)
-        for t, o in zip(pushed, outs)
-    ]
+    return jvp(f(*inputs), inputs, dirs, batched)
+
+
+def _batch_mismatches(
+    what: str, outs: Sequence[Any], inputs: Sequence[Tensor], cotangents: list, atol: float
+) -> list[str]:
+    """One backward pass with a batch of cotangents against a loop of single passes."""
+    batched = vjp(outs, inputs, cotangents, batched=True, force_batched=True)
+    failures = []
+    for b in range(len(cotangents[0])):
+        looped = vjp(outs, inputs, [c[b] for c in cotangents])
+        for k, (gb, gl) in enumerate(zip(batched, looped)):
+            if not _close(gb[b], gl, atol, 10 * atol):
+                failures.append(f"batched {what}, input {k}, batch {b}: {_describe(gb[b], gl)}")
+    return failures
 
 
 def check_rule_case(
@@ -208,25 +215,7 @@ def check_rule_case(
     batch_weights = [rng.standard_normal((batch,) + r.shape) for r in ref]
     inputs = values(True, x0)
     outs = f(*inputs)
-    batched = _grads(
-        outs,
-        inputs,
-        grad_outputs=batch_weights,
-        is_grads_batched=True,
-        retain_graph=True,
-    )
-    for b in range(batch):
-        looped = _grads(
-            outs,
-            inputs,
-            grad_outputs=[w[b] for w in batch_weights],
-            retain_graph=True,
-        )
-        for k, (gb, gl) in enumerate(zip(batched, looped)):
-            if not _close(gb.data[b], gl.data, 1e-10, 1e-9):
-                failures.append(
-                    f"batched first order, input {k}, batch {b}: {_describe(gb.data[b], gl.data)}"
-                )
+    failures += _batch_mismatches("first order", outs, inputs, batch_weights, 1e-10)
     # Structured cotangents (scaled identity rows, as a vectorized Jacobian passes
     # them): the rule's answer, structured or not, equals the dense one.
     sizes = [r.size for r in ref]
@@ -262,25 +251,7 @@ def check_rule_case(
     # second-order check below cannot see for rules that are linear in x.
     direction = [rng.standard_normal(x.shape) for x in x0]
     inputs = values(True, x0)
-    cotangents = [tensor(w, requires_grad=True) for w in weights]
-    vjps = _grads(
-        f(*inputs),
-        inputs,
-        grad_outputs=cotangents,
-        create_graph=True,
-    )
-    live = [(g, v) for g, v in zip(vjps, direction) if g.requires_grad]
-    if live:
-        jv = [
-            j.data
-            for j in _grads(
-                [g for g, _ in live],
-                cotangents,
-                grad_outputs=[v for _, v in live],
-            )
-        ]
-    else:
-        jv = [np.zeros_like(r) for r in ref]
+    jv = double_backward_jvp(f(*inputs), inputs, direction)
     h = 1e-6 * max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
     tangents = _pushed(f, x0, direction, batched=False)
     plus = _as_arrays(f(*[x + h * v for x, v in zip(x0, direction)]))
@@ -349,24 +320,6 @@ def check_rule_case(
     # Batched second order: a batch of directions through the recorded backward pass.
     if live:
         batch_dirs = [rng.standard_normal((batch,) + tuple(g.shape)) for g, _ in live]
-        hb = _grads(
-            [g for g, _ in live],
-            inputs,
-            grad_outputs=batch_dirs,
-            is_grads_batched=True,
-            retain_graph=True,
-        )
-        for b in range(batch):
-            hl = _grads(
-                [g for g, _ in live],
-                inputs,
-                grad_outputs=[d[b] for d in batch_dirs],
-                retain_graph=True,
-            )
-            for k, (x_b, x_l) in enumerate(zip(hb, hl)):
-                if not _close(x_b.data[b], x_l.data, 1e-9, 1e-8):
-                    failures.append(
-                        f"batched second order, input {k}, batch {b}: "
-                        f"{_describe(x_b.data[b], x_l.data)}"
-                    )
+        roots = [g for g, _ in live]
+        failures += _batch_mismatches("second order", roots, inputs, batch_dirs, 1e-9)
     return RuleCheck(rule.name, index, failures)

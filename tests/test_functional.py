@@ -15,10 +15,9 @@ import numpy as np
 import pytest
 
 import funcdiff as fd
-import funcdiff.functional as F
+from funcdiff import _jacobian
+from funcdiff._jacobian import basis_rows, construct_standard_basis_for
 from funcdiff.functional import (
-    _basis_rows,
-    _construct_standard_basis_for,
     hessian,
     hvp,
     jacobian,
@@ -391,13 +390,13 @@ def test_jacobian_block_dtypes_by_strategy() -> None:
 
 def test_vectorized_jacobian_uses_one_batched_backward_pass(monkeypatch) -> None:
     calls = []
-    real = F.grad
+    real = _jacobian.grad
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("is_grads_batched", False))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(F, "grad", counting)
+    monkeypatch.setattr(_jacobian, "grad", counting)
     x = tensor(RNG.normal(size=(3, 4)))
     f = lambda x: (np.sin(x), np.sum(x * x))  # 13 output elements
     jacobian(f, x, vectorize=True)
@@ -417,13 +416,13 @@ def test_vectorized_jacobian_uses_one_batched_backward_pass(monkeypatch) -> None
     jacobian(f, x, strict=True)
     assert calls == [False] * 13
     calls.clear()
-    real_push = F.push_forward
+    real_push = _jacobian.push_forward
 
     def counting_push(*args, **kwargs):
         calls.append(("push", kwargs.get("batched", False)))
         return real_push(*args, **kwargs)
 
-    monkeypatch.setattr(F, "push_forward", counting_push)
+    monkeypatch.setattr(_jacobian, "push_forward", counting_push)
     jacobian(f, x, strategy="forward-mode", vectorize=True)
     # one batched forward-mode pass pushes the whole input basis through the graph (sin
     # and multiply have tangent maps; only sum's vjp is transposed, by one small pass)
@@ -476,7 +475,7 @@ def test_construct_standard_basis_for() -> None:
         ):
             ts = [fd.tensor(np.zeros(s, dtype=d)) for s, d in zip(shapes, dtypes, strict=True)]
             numels = [int(np.prod(s)) for s in shapes]
-            chunks = _construct_standard_basis_for(ts, numels)
+            chunks = construct_standard_basis_for(ts, numels)
             n = sum(numels)
             for c, k, d in zip(chunks, numels, dtypes, strict=True):
                 assert c.shape == (n, k) and c.dtype == d
@@ -492,7 +491,7 @@ def test_basis_rows_are_the_identity_block_for_any_row_range() -> None:
         n = int(np.prod(shape))
         for start in range(total):
             for stop in range(start + 1, total + 1):
-                rows = _basis_rows(shape, np.float32, offset, start, stop)
+                rows = basis_rows(shape, np.float32, offset, start, stop)
                 assert rows.shape == (stop - start, *shape) and rows.dtype == np.float32
                 want = np.eye(total)[start:stop, offset : offset + n]
                 np.testing.assert_array_equal(rows.reshape(stop - start, n), want)
@@ -1365,13 +1364,13 @@ def _rosenbrock_hessian(x: np.ndarray) -> np.ndarray:
 
 def _count_passes(monkeypatch) -> list[bool]:
     calls: list[bool] = []
-    real = F.grad
+    real = _jacobian.grad
 
     def counting(*args, **kwargs):
         calls.append(kwargs.get("is_grads_batched", False))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(F, "grad", counting)
+    monkeypatch.setattr(_jacobian, "grad", counting)
     return calls
 
 
@@ -1385,7 +1384,7 @@ def test_default_hessian_in_chunks_equals_the_row_loop(monkeypatch, f, closed_fo
     loop = hessian(f, x, strict=True)  # strict mode: one backward pass per row
     vectorized = hessian(f, x, vectorize=True)
     # 7 rows of 60 per pass: 9 batched passes, the last one partial
-    monkeypatch.setattr(F, "_DEFAULT_BATCH_ELEMENTS", 7 * 60)
+    monkeypatch.setattr(_jacobian, "_DEFAULT_BATCH_ELEMENTS", 7 * 60)
     calls = _count_passes(monkeypatch)
     default = hessian(f, x)
     assert calls.count(True) == 9
@@ -1409,7 +1408,7 @@ def test_default_jacobian_in_chunks_with_several_inputs_and_outputs(monkeypatch)
     x, y = tensor(RNG.normal(size=(3, 4))), tensor(RNG.normal(size=5))
     f = lambda x, y: (np.sin(x) * np.sum(y), np.exp(y[:3]) * x[0, :3], np.sum(x * x) * y[4])
     loop = jacobian(f, (x, y), strict=True)
-    monkeypatch.setattr(F, "_DEFAULT_BATCH_ELEMENTS", 5 * 17)  # 5 rows per pass
+    monkeypatch.setattr(_jacobian, "_DEFAULT_BATCH_ELEMENTS", 5 * 17)  # 5 rows per pass
     default = jacobian(f, (x, y))
     for row_d, row_l in zip(default, loop, strict=True):
         for d, lp in zip(row_d, row_l, strict=True):
@@ -1421,7 +1420,7 @@ def test_default_hessian_create_graph_in_chunks(monkeypatch) -> None:
     # Third derivatives through the batched default: d/dx_k sum(H) for sum(x**4)
     # is 24 x_k, as with the row loop.
     x = tensor(np.linspace(-1.0, 1.0, 9), True)
-    monkeypatch.setattr(F, "_DEFAULT_BATCH_ELEMENTS", 4 * 9)
+    monkeypatch.setattr(_jacobian, "_DEFAULT_BATCH_ELEMENTS", 4 * 9)
     h = hessian(lambda x: np.sum(x**4), x, create_graph=True)
     assert h.requires_grad
     (g,) = fd.grad(np.sum(h), x)

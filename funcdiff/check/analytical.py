@@ -16,7 +16,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from funcdiff._core.tensor import Tensor
-from funcdiff.check.derivatives import jacobian_rows, vjp
+from funcdiff._jacobian import jacobian_rows, vjp
 from funcdiff.check.targets import FirstOrderTarget, Problem, SecondOrderTarget, func_name
 from funcdiff.check.values import as_array
 

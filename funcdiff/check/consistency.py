@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core.tensor import Tensor
+from funcdiff._jacobian import double_backward_jvp as jvp
+from funcdiff._jacobian import jacobian_rows, vjp
 from funcdiff.autograd import enable_grad
-from funcdiff.check.derivatives import jacobian_rows, jvp, vjp
 from funcdiff.check.report import ConsistencyCheck
 from funcdiff.check.targets import SecondOrderTarget
 from funcdiff.check.values import as_array

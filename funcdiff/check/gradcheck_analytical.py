@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.tensor import Tensor
+from funcdiff._jacobian import basis_rows, jacobian_rows
+from funcdiff._jacobian import double_backward_jvp as jvp
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.check.derivatives import jacobian_rows, jvp
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck_case import GradcheckCase, mismatch_table
-from funcdiff.functional import _basis_rows
 
 __all__ = [
     "backward_jacobian",
@@ -108,7 +108,7 @@ def forward_jacobian(case: GradcheckCase, check_batched: bool) -> list[list[np.n
     fwd: list[list] = [[None] * len(ins) for _ in case.outs]
     with enable_grad():
         for jj, t in enumerate(ins):
-            basis = _basis_rows(t.shape, np.float64, 0, 0, t.size)
+            basis = basis_rows(t.shape, np.float64, 0, 0, t.size)
             dirs = [basis if k == jj else np.zeros((t.size,) + u.shape) for k, u in enumerate(ins)]
             cols = jvp(case.outs, ins, dirs, batched=True)
             if check_batched:

@@ -21,8 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.tensor import tensor
+from funcdiff._jacobian import jacobian_rows, vjp
 from funcdiff.autograd import enable_grad
-from funcdiff.check.derivatives import jacobian_rows, vjp
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck_case import GradcheckCase, mismatch_table, numerical_jacobian
 from funcdiff.check.precision import FD_TRUST_FACTOR, lowest_precision, machine_eps
