@@ -22,15 +22,18 @@ from funcdiff import (
 )
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
 from funcdiff._core.tensor import Tensor, as_tensor, tensor
-from funcdiff.autograd import (
+from funcdiff.autograd import (  # noqa: F401  (exported by *autograd.__all__ below)
+    Function,
+    FunctionCtx,
+    backward,
     enable_grad,
+    grad,
     inference_mode,
     is_grad_enabled,
     no_grad,
+    once_differentiable,
     set_grad_enabled,
 )
-from funcdiff.autograd.engine import backward, grad
-from funcdiff.autograd.function import Function, FunctionCtx, once_differentiable
 from funcdiff.check import (
     DerivativeReport,
     GradcheckError,
@@ -45,8 +48,6 @@ __all__ = [
     "Tensor",
     "tensor",
     "as_tensor",
-    "grad",
-    "backward",
     "autograd",
     "functional",
     "linalg",
@@ -57,12 +58,5 @@ __all__ = [
     "GradcheckError",
     "check_derivatives",
     "DerivativeReport",
-    "Function",
-    "FunctionCtx",
-    "once_differentiable",
-    "no_grad",
-    "enable_grad",
-    "set_grad_enabled",
-    "inference_mode",
-    "is_grad_enabled",
+    *autograd.__all__,  # grad, backward, Function, the grad modes
 ]
