@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -122,6 +124,22 @@ def run(*args: str, cwd) -> subprocess.CompletedProcess:
     )
 
 
+def run_in_process(*args: str, cwd, monkeypatch: pytest.MonkeyPatch) -> subprocess.CompletedProcess:
+    """``main(args)`` in this process, as ``python -m funcdiff`` would run it in ``cwd``:
+    the exit status and both streams, without paying an interpreter start per case."""
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # main() puts cwd first, as -m does
+    monkeypatch.delitem(sys.modules, "cli_funcs", raising=False)  # each test has its own
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's --help
+            code = exc.code if isinstance(exc.code, int) else 0
+    sys.modules.pop("cli_funcs", None)
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
 # ---------------------------------------------------------------------- subprocesses
 def test_success(workdir) -> None:
     proc = run("check", "cli_funcs:loss", "--at", "0.1,0.2,0.3", "--at", "[1, 2, 3]", cwd=workdir)
@@ -173,8 +191,8 @@ def test_failure_names_the_worst_element(workdir) -> None:
         ),
     ],
 )
-def test_bad_arguments_exit_2_with_one_line(workdir, args, message) -> None:
-    proc = run(*args, cwd=workdir)
+def test_bad_arguments_exit_2_with_one_line(workdir, args, message, monkeypatch) -> None:
+    proc = run_in_process(*args, cwd=workdir, monkeypatch=monkeypatch)
     assert proc.returncode == 2
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
@@ -202,8 +220,8 @@ def test_bad_arguments_exit_2_with_one_line(workdir, args, message) -> None:
         ),
     ],
 )
-def test_function_errors_exit_3_with_one_line(workdir, args, message) -> None:
-    proc = run(*args, cwd=workdir)
+def test_function_errors_exit_3_with_one_line(workdir, args, message, monkeypatch) -> None:
+    proc = run_in_process(*args, cwd=workdir, monkeypatch=monkeypatch)
     assert proc.returncode == 3, proc.stderr
     lines = proc.stderr.splitlines()
     assert len(lines) == 1, proc.stderr
