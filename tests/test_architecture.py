@@ -80,6 +80,7 @@ def _imports(path: Path, module: str, modules: set[str]) -> list[tuple[str, str]
     return [(m, name) for m, name in found if m in modules]
 
 
+@functools.cache  # parsed once for all the tests (they only read it)
 def _graph() -> tuple[dict[str, set[str]], dict[str, list[tuple[str, str]]]]:
     sources = _sources()
     names = set(sources)
