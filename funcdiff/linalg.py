@@ -18,7 +18,13 @@ Conventions
   ``inv`` with ``assume_a`` in ``'sym'``, ``'her'``, ``'pos'``) return the symmetric
   gradient (as torch and JAX do): the gradient with respect to the symmetric matrix the
   triangle stands for, correct along symmetric perturbations. The same holds for
-  ``np.linalg.cholesky``, ``eigh``, ``eigvalsh``.
+  ``np.linalg.cholesky`` and for ``svd``/``pinv`` with ``hermitian=True``.
+* ``np.linalg.eigh``, ``np.linalg.eigvalsh`` and, by default, :func:`eigh` and
+  :func:`eigvalsh` differentiate the function NumPy or SciPy computes: the gradient
+  lives on the triangle that is read and is zero on the other (the *one-triangle*
+  gradient, as in HIPS autograd), so it agrees with finite differences along every
+  direction, symmetric or not. ``gradient="symmetric"`` gives the symmetric gradient
+  instead (see :func:`eigh` for when to use which).
 * Functions that read a triangle, a band or the diagonal of a general matrix
   (``solve_triangular``, ``cho_solve``, ``assume_a='upper triangular'`` ...) have their
   gradient on exactly those entries: the others do not influence the result.
@@ -48,7 +54,17 @@ from numpy.typing import ArrayLike
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules import scipy_linalg as _rules
 
-__all__ = ["expm", "solve_triangular", "cho_factor", "cho_solve", "solve", "inv", "det"]
+__all__ = [
+    "expm",
+    "solve_triangular",
+    "cho_factor",
+    "cho_solve",
+    "solve",
+    "inv",
+    "det",
+    "eigh",
+    "eigvalsh",
+]
 
 
 def expm(a: ArrayLike | Tensor) -> np.ndarray | Tensor:
@@ -324,3 +340,123 @@ def det(
             [-1.,  2.]])
     """
     return _rules.scipy_det(a, overwrite_a, check_finite)
+
+
+def eigh(
+    a: ArrayLike | Tensor,
+    b: None = None,
+    *,
+    lower: bool = True,
+    eigvals_only: bool = False,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+    gradient: str = "triangle",
+) -> Any:
+    """Eigenvalues and eigenvectors of a symmetric matrix, as ``scipy.linalg.eigh``.
+
+    Parameters
+    ----------
+    a : (..., M, M) array_like or Tensor
+        Real symmetric matrix; only the triangle given by ``lower`` (with the diagonal)
+        is read.
+    b : None
+        Only the standard problem is supported: the generalized one (``b`` given)
+        raises ``NotImplementedError``.
+    lower, eigvals_only, check_finite : bool
+        As in SciPy. ``overwrite_a`` and ``overwrite_b`` are ignored.
+    gradient : {"triangle", "symmetric"}
+        Which derivative to return (the values are the same):
+
+        * ``"triangle"`` (default): the gradient of the function SciPy computes, with
+          respect to the entries it reads. It lives on the triangle that is read, is zero
+          on the other, and matches finite differences along every direction. Its
+          off-diagonal entries are twice those of the symmetric gradient, because each
+          entry read stands for two entries of the symmetric matrix.
+        * ``"symmetric"``: the gradient with respect to the symmetric matrix the triangle
+          stands for, returned symmetric (the torch and JAX convention). Use it when
+          ``a`` is symmetric by construction (``a = b + b.T``, a Hessian, a covariance)
+          and the gradient is read as a symmetric matrix, e.g. for a step that must keep
+          ``a`` symmetric. Along symmetric directions both conventions give the same
+          directional derivative, so ``a = b + b.T`` gets the same gradient for ``b``
+          from both.
+
+    Returns
+    -------
+    w : (..., M) ndarray or Tensor
+        The eigenvalues in ascending order.
+    v : (..., M, M) ndarray or Tensor
+        The eigenvectors, as columns (not returned when ``eigvals_only``).
+
+    Notes
+    -----
+    The vector gradients contain ``1 / (w_j - w_i)``; for (near-)equal eigenvalues the
+    factor is set to 0, so every order stays finite. Functions of the values alone
+    (``sum(f(w))``) are exact even then; through the vectors of a repeated eigenvalue the
+    derivative does not exist. Each order costs one eigendecomposition and a few matrix
+    products.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff import linalg
+    >>> a = fd.tensor([[2.0, 9.0], [1.0, 2.0]], requires_grad=True)  # reads [[2, 1], [1, 2]]
+    >>> w = linalg.eigh(a, eigvals_only=True)
+    >>> w
+    tensor([1., 3.], grad_fn=<ScipyLinalgEighBackward>)
+    >>> fd.grad(w[1], a)[0]   # the upper triangle is not read
+    tensor([[0.5, 0. ],
+            [1. , 0.5]])
+    >>> fd.grad(linalg.eigh(a, eigvals_only=True, gradient="symmetric")[1], a)[0]
+    tensor([[0.5, 0.5],
+            [0.5, 0.5]])
+    """
+    return _rules.scipy_eigh(
+        a,
+        b,
+        lower=lower,
+        eigvals_only=eigvals_only,
+        overwrite_a=overwrite_a,
+        overwrite_b=overwrite_b,
+        check_finite=check_finite,
+        gradient=gradient,
+    )
+
+
+def eigvalsh(
+    a: ArrayLike | Tensor,
+    b: None = None,
+    *,
+    lower: bool = True,
+    overwrite_a: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+    gradient: str = "triangle",
+) -> np.ndarray | Tensor:
+    """Eigenvalues of a symmetric matrix, as ``scipy.linalg.eigvalsh``.
+
+    ``eigh(a, ..., eigvals_only=True)``: the parameters and the two ``gradient``
+    conventions are those of :func:`eigh`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff import linalg
+    >>> a = fd.tensor([[2.0, 0.0], [1.0, 2.0]], requires_grad=True)
+    >>> (g,) = fd.grad(np.sum(linalg.eigvalsh(a) ** 2), a)   # 2 a on the lower triangle
+    >>> g
+    tensor([[4., 0.],
+            [4., 4.]])
+    """
+    return eigh(
+        a,
+        b,
+        lower=lower,
+        eigvals_only=True,
+        overwrite_a=overwrite_a,
+        overwrite_b=overwrite_b,
+        check_finite=check_finite,
+        gradient=gradient,
+    )

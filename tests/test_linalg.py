@@ -4,6 +4,8 @@ The registry cases (tests/test_rules.py) check every rule at first and second or
 Rules that follow the symmetric convention (they read one triangle of a symmetric
 matrix) cannot be checked entrywise, so here they go through a symmetrising wrapper
 ``f((A + A^T) / 2)``, whose entrywise derivative is exactly the symmetric gradient.
+``eigh``/``eigvalsh``'s default one-triangle gradient also passes it (symmetrising folds
+it back onto the symmetric one); tests/test_eigh_conventions.py checks it entrywise.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def grad1(f, *arrays, **kwargs):
     return [g.data for g in gs]
 
 
+def fold_lower(g_sym: np.ndarray) -> np.ndarray:
+    """The one-triangle gradient (lower triangle read) from a symmetric gradient."""
+    g = g_sym + np.swapaxes(g_sym, -1, -2)
+    return np.tril(g) - g_sym * np.eye(g_sym.shape[-1])
+
+
 # ------------------------------------------------------------------ symmetric convention
 def _symmetrised(name: str, f, cases) -> Rule:
     def impl(a, *args, **kwargs):
@@ -68,6 +76,21 @@ SYMMETRIC_RULES = [
             Case((Arg((2, 3, 3)),), output=_eigh_gauge),
             Case((Arg((3, 3)),), output=_eigh_function),
         ],
+    ),
+    _symmetrised(
+        "funcdiff.linalg.eigh symmetric",
+        lambda a, **kw: fdl.eigh(a, gradient="symmetric", **kw),
+        [
+            Case((Arg((3, 3)),), output=_eigh_gauge),
+            Case((Arg((4, 4)),), {"lower": False}, output=_eigh_gauge),
+            Case((Arg((2, 3, 3)),), output=_eigh_function),
+            Case((Arg((3, 3)),), {"eigvals_only": True}),
+        ],
+    ),
+    _symmetrised(
+        "funcdiff.linalg.eigvalsh symmetric",
+        lambda a, **kw: fdl.eigvalsh(a, gradient="symmetric", **kw),
+        [Case((Arg((3, 3)),)), Case((Arg((2, 4, 4)),), {"lower": False})],
     ),
     _symmetrised(
         "eigvalsh",
@@ -142,7 +165,7 @@ def test_symmetric_gradient_is_symmetric_and_right_along_symmetric_directions():
     def f(a):
         return np.sum(np.linalg.eigvalsh(a) * weights)
 
-    (g,) = grad1(f, a0)
+    (g,) = grad1(lambda a: np.sum(fdl.eigvalsh(a, gradient="symmetric") * weights), a0)
     np.testing.assert_allclose(g, g.T, atol=1e-14)
     e = rng.standard_normal((4, 4))
     e = e + e.T
@@ -256,9 +279,16 @@ def test_eigh_of_a_gauge_invariant_function_matches_expm():
         lam, v = np.linalg.eigh(a)
         return np.sum(w * np.matmul(v * np.exp(lam), v.T))
 
+    def via_symmetric_eigh(a):
+        lam, v = fdl.eigh(a, gradient="symmetric")
+        return np.sum(w * np.matmul(v * np.exp(lam), v.T))
+
     (g_eigh,) = grad1(via_eigh, a0)
+    (g_sym,) = grad1(via_symmetric_eigh, a0)
     (g_expm,) = grad1(lambda a: np.sum(w * fdl.expm(a)), a0)
-    np.testing.assert_allclose(g_eigh, (g_expm + g_expm.T) / 2, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(g_sym, (g_expm + g_expm.T) / 2, rtol=1e-9, atol=1e-12)
+    # np.linalg.eigh reads the lower triangle: each entry below the diagonal stands for two
+    np.testing.assert_allclose(g_eigh, fold_lower(g_expm), rtol=1e-9, atol=1e-12)
 
 
 def test_eigh_with_repeated_eigenvalues():
@@ -270,9 +300,11 @@ def test_eigh_with_repeated_eigenvalues():
 
     # trace(expm(A)) = sum(exp(l)): its gradient expm(A) needs no eigenvector derivative.
     (g,) = grad1(lambda a: np.sum(np.exp(np.linalg.eigh(a)[0])), a0)
+    np.testing.assert_allclose(g, fold_lower(scipy.linalg.expm(a0)), rtol=1e-12, atol=1e-15)
+    (g,) = grad1(lambda a: np.sum(np.exp(fdl.eigh(a, gradient="symmetric")[0])), a0)
     np.testing.assert_allclose(g, scipy.linalg.expm(a0), rtol=1e-12)
     (g,) = grad1(lambda a: np.sum(np.linalg.eigvalsh(a) ** 3), a0)
-    np.testing.assert_allclose(g, 3.0 * a0 @ a0, rtol=1e-12)
+    np.testing.assert_allclose(g, fold_lower(3.0 * a0 @ a0), rtol=1e-12, atol=1e-15)
     # Through the eigenvectors the derivative does not exist there; values stay finite
     # at every order instead of turning into inf or NaN.
     a = fd.tensor(a0, requires_grad=True)

@@ -340,7 +340,9 @@ class Tensor:
         return self.data.tolist()
 
     #: The SciPy functions that funcdiff.linalg wraps (a test keeps this in sync with it).
-    _SCIPY_WRAPPED = frozenset("expm solve_triangular cho_factor cho_solve solve inv det".split())
+    _SCIPY_WRAPPED = frozenset(
+        "expm solve_triangular cho_factor cho_solve solve inv det eigh eigvalsh".split()
+    )
 
     @staticmethod
     def _scipy_caller() -> str | None:

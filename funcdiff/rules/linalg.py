@@ -11,11 +11,15 @@ factorisation).
 
 Conventions (also in each rule's ``convention``)
 ------------------------------------------------
-* Symmetric input (``cholesky``, ``eigh``, ``eigvalsh``, ``svd``/``pinv`` with
-  ``hermitian=True``, ``cho_factor``): NumPy and SciPy read only one triangle. As in
-  torch and JAX the gradient is taken with respect to the symmetric matrix that triangle
-  stands for and is returned symmetric; it agrees with the entrywise gradient along
-  symmetric perturbations (the only meaningful ones) and not along one-sided ones.
+* Symmetric input (``cholesky``, ``svd``/``pinv`` with ``hermitian=True``,
+  ``cho_factor``): NumPy and SciPy read only one triangle. As in torch and JAX the
+  gradient is taken with respect to the symmetric matrix that triangle stands for and is
+  returned symmetric; it agrees with the entrywise gradient along symmetric
+  perturbations and not along one-sided ones.
+* ``eigh`` and ``eigvalsh`` differentiate the function NumPy computes: the gradient
+  lives on the triangle ``UPLO`` names and is zero on the other (as in HIPS autograd),
+  so it agrees with finite differences along every direction. ``funcdiff.linalg.eigh``
+  offers the symmetric gradient as well.
 * Eigen- and singular-vector gradients contain ``1 / (l_j - l_i)``; for (near-)equal
   values the factor is set to 0 (safe denominators), so results stay finite at every
   order. Gradients that flow through the values alone (spectral functions such as
@@ -295,7 +299,33 @@ register(
 
 
 # ----------------------------------------------------------------------------- eigh, eigvalsh
-def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
+_ONE_TRIANGLE = (
+    "one-triangle convention: NumPy reads only the triangle UPLO names (with the "
+    "diagonal), and the gradient is that of the function NumPy computes: on that "
+    "triangle, zero on the other, so it matches finite differences along any direction; "
+    "its off-diagonal entries are twice those of the symmetric gradient (funcdiff.linalg."
+    "eigh(a, gradient='symmetric') gives the symmetric one)"
+)
+
+
+def _one_triangle(g_sym, lower: bool):
+    """The gradient on the triangle that is read, from the symmetric gradient ``g_sym``.
+
+    An entry ``a[i, j]`` of the triangle read (``i > j`` for the lower one) stands for
+    both ``A[i, j]`` and ``A[j, i]`` of the symmetric matrix, so it collects both of their
+    gradients; the diagonal stands for itself and the other triangle is not read.
+    """
+    n = np.shape(g_sym)[-1]
+    strict = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
+    return (g_sym + _mT(g_sym)) * (strict + 0.5 * np.eye(n))
+
+
+def _reads_lower(uplo) -> bool:
+    return str(uplo).upper() == "L"
+
+
+def _eigh_symmetric_gradient(g, ans):
+    """``V (F o sym(V^T gV) + diag(gw)) V^T``: the gradient w.r.t. the symmetric matrix."""
     w, v = ans
     gw, gv = g
     inner = 0.0
@@ -307,9 +337,19 @@ def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
     return np.matmul(np.matmul(v, inner), _mT(v))
 
 
-def _eigvalsh_vjp(g, ans, a, UPLO="L"):  # noqa: N803
-    _, v = np.linalg.eigh(a, UPLO=UPLO)
+def _eigvalsh_symmetric_gradient(g, v):
+    """``V diag(g) V^T``, the gradient of the eigenvalues w.r.t. the symmetric matrix."""
     return np.matmul(v * np.expand_dims(g, -2), _mT(v))
+
+
+def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
+    return _one_triangle(_eigh_symmetric_gradient(g, ans), _reads_lower(UPLO))
+
+
+def _eigvalsh_vjp(g, ans, a, UPLO="L"):  # noqa: N803
+    # eigh again (not a stored copy), so that higher orders differentiate the vectors too.
+    _, v = np.linalg.eigh(a, UPLO=UPLO)
+    return _one_triangle(_eigvalsh_symmetric_gradient(g, v), _reads_lower(UPLO))
 
 
 def _eigh_gauge(result):
@@ -317,16 +357,26 @@ def _eigh_gauge(result):
     return w, v * np.sign(v[..., :1, :])
 
 
+def _eigh_function(result):
+    w, v = result  # V diag(sin w) V^T: independent of the eigenvector signs
+    return np.matmul(v * np.sin(w)[..., None, :], _mT(v))
+
+
+# General (non-symmetric) matrices: NumPy reads one triangle, so finite differences of
+# its function along every entry check the one-triangle gradient.
 register(
     Rule(
         "linalg.eigh",
         np.linalg.eigh,
         vjps={0: _eigh_vjp},
         cases=(
-            Case((Arg((1, 1), kind="spd"),), output=_eigh_gauge, note=_SYM_NOTE),
-            Case((Arg((2, 1, 1), kind="spd"),), {"UPLO": "U"}, output=_eigh_gauge, note=_SYM_NOTE),
+            Case((Arg((3, 3)),), output=_eigh_gauge),
+            Case((Arg((4, 4)),), {"UPLO": "U"}, output=_eigh_gauge),
+            Case((Arg((2, 3, 3)),), {"UPLO": "U"}, output=_eigh_gauge),
+            Case((Arg((3, 3)),), output=_eigh_function),
+            Case((Arg((1, 1)),), output=_eigh_gauge),
         ),
-        convention=_SYMMETRIC + "; " + _DEGENERATE,
+        convention=_ONE_TRIANGLE + "; " + _DEGENERATE,
         family="linalg",
     ),
     np.linalg.eigh,
@@ -337,10 +387,11 @@ register(
         np.linalg.eigvalsh,
         vjps={0: _eigvalsh_vjp},
         cases=(
-            Case((Arg((1, 1), kind="spd"),), note=_SYM_NOTE),
-            Case((Arg((3, 1, 1), kind="spd"),), {"UPLO": "U"}, note=_SYM_NOTE),
+            Case((Arg((3, 3)),)),
+            Case((Arg((2, 4, 4)),), {"UPLO": "U"}),
+            Case((Arg((1, 1)),)),
         ),
-        convention=_SYMMETRIC,
+        convention=_ONE_TRIANGLE,
         family="linalg",
     ),
     np.linalg.eigvalsh,

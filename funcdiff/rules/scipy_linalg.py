@@ -1,5 +1,5 @@
 """``scipy.linalg`` rules: ``solve_triangular``, ``cho_factor``, ``cho_solve``, ``expm``,
-``solve``, ``inv`` and ``det``.
+``solve``, ``inv``, ``det`` and ``eigh``.
 
 SciPy's Python functions do not dispatch to Tensors: each rule's forward has a wrapper
 that does (the public faces are in :mod:`funcdiff.linalg`). The wrappers never pass
@@ -34,16 +34,23 @@ import scipy.linalg
 from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff.rules.contractions import _mT
 from funcdiff.rules.linalg import (
+    _DEGENERATE,
     _SYM_NOTE,
     _SYMMETRIC,
     _cholesky_core_vjp,
     _det_gradient,
+    _eigh_function,
+    _eigh_gauge,
+    _eigh_symmetric_gradient,
+    _eigvalsh_symmetric_gradient,
     _inv_vjp,
+    _one_triangle,
     _solution_outer,
     _solve_many,
     _solve_triangular,
     _sym,
     _value,
+    _wrap_kwargs_dispatch,
     scipy_forward,
     solve_triangular,
 )
@@ -369,4 +376,96 @@ register(
     ),
     scipy.linalg.det,
     scipy_det,
+)
+
+
+# ----------------------------------------------------------------------------- eigh
+EIGH_GRADIENTS = ("triangle", "symmetric")
+
+
+def _scipy_eigh(
+    a,
+    b=None,
+    *,
+    lower=True,
+    eigvals_only=False,
+    overwrite_a=False,
+    overwrite_b=False,
+    check_finite=True,
+    gradient="triangle",
+):
+    """``scipy.linalg.eigh`` of the standard problem, never overwriting ``a``.
+
+    ``gradient`` picks the convention of the derivative (the values do not depend on it).
+    """
+    if b is not None:
+        raise NotImplementedError(
+            "funcdiff.linalg.eigh: the generalized problem (b given) has no derivative "
+            "rule; only b=None is supported"
+        )
+    if not isinstance(gradient, str) or gradient not in EIGH_GRADIENTS:
+        raise ValueError(
+            f"funcdiff.linalg.eigh: gradient must be 'triangle' or 'symmetric', got {gradient!r}"
+        )
+    return scipy.linalg.eigh(a, lower=lower, eigvals_only=eigvals_only, check_finite=check_finite)
+
+
+scipy_eigh = _wrap_kwargs_dispatch(_scipy_eigh)
+
+
+def _scipy_eigh_vjp(
+    g,
+    ans,
+    a,
+    b=None,
+    *,
+    lower=True,
+    eigvals_only=False,
+    overwrite_a=False,
+    overwrite_b=False,
+    check_finite=True,
+    gradient="triangle",
+):
+    if eigvals_only:
+        # The vectors come from this rule again, so that higher orders keep the convention.
+        _, v = scipy_eigh(a, lower=lower, check_finite=check_finite, gradient=gradient)
+        g_sym = _eigvalsh_symmetric_gradient(g, v)
+    else:
+        g_sym = _eigh_symmetric_gradient(g, ans)
+    return _one_triangle(g_sym, bool(lower)) if gradient == "triangle" else g_sym
+
+
+register(
+    Rule(
+        "scipy.linalg.eigh",
+        _scipy_eigh,
+        vjps={0: _scipy_eigh_vjp},
+        cases=(
+            Case((Arg((3, 3)),), output=_eigh_gauge),
+            Case((Arg((3, 3)),), {"lower": False}, output=_eigh_function),
+            Case((Arg((2, 3, 3)),), {"eigvals_only": True}),
+            Case((Arg((4, 4)),), {"lower": False, "eigvals_only": True}),
+            Case(
+                (Arg((1, 1), kind="spd"),),
+                {"gradient": "symmetric"},
+                output=_eigh_gauge,
+                note=_SYM_NOTE,
+            ),
+            Case(
+                (Arg((1, 1), kind="spd"),),
+                {"gradient": "symmetric", "eigvals_only": True},
+                note=_SYM_NOTE,
+            ),
+        ),
+        convention="gradient='triangle' (the default) is the gradient of the function SciPy "
+        "computes: on the triangle that lower names (with the diagonal), zero on the other, "
+        "so it matches finite differences along any direction; gradient='symmetric': "
+        + _SYMMETRIC
+        + "; "
+        + _DEGENERATE,
+        family="linalg",
+    ),
+    scipy.linalg.eigh,
+    scipy.linalg.eigvalsh,
+    scipy_eigh,
 )
