@@ -159,6 +159,7 @@ class UserJacobian(_UserBlocks):
             blocks.append(arrs)
         return blocks
 
+
 class UserGradientTarget(SecondOrderTarget):
     """The gradient of a scalar ``func`` by the user's ``jac``: its Jacobian is the Hessian."""
 
