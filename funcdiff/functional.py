@@ -184,29 +184,7 @@ def vjp(
 ) -> tuple[Any, Any]:
     """The vector-Jacobian product ``v^T J`` of ``func`` at ``inputs``.
 
-    Parameters
-    ----------
-    %(func)s
-    %(inputs)s
-    v : Tensor, array_like or tuple of them, optional
-        One cotangent per output, shaped like it. May be None only when ``func``
-        returns a single Tensor with a single element (``v`` is then 1).
-    %(create_graph_v)s
-    %(strict)s
-
-    Returns
-    -------
-    %(func_output)s
-    vjp : Tensor or tuple of Tensor
-        Structured like ``inputs``: entry ``j`` is ``sum_i v_i . d out_i / d in_j``,
-        shaped like input ``j``.
-
-    Raises
-    ------
-    %(type_error_v)s
-    RuntimeError
-        ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar output,
-        and the strict-mode violations.
+    %(vjp_sections)s
 
     Examples
     --------
@@ -243,29 +221,7 @@ def jvp(
     with respect to ``u`` along ``v``: two backward passes), whose independence
     checks strict mode is defined by.
 
-    Parameters
-    ----------
-    %(func)s
-    %(inputs)s
-    v : Tensor, array_like or tuple of them, optional
-        One tangent per input, shaped like it. May be None only for a single input
-        with a single element (``v`` is then 1).
-    %(create_graph_v)s
-    %(strict)s
-
-    Returns
-    -------
-    %(func_output)s
-    jvp : Tensor or tuple of Tensor
-        Structured like the outputs: entry ``i`` is ``sum_j d out_i / d in_j . v_j``,
-        shaped like output ``i``.
-
-    Raises
-    ------
-    %(type_error_v)s
-    RuntimeError
-        ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar input,
-        and the strict-mode violations.
+    %(jvp_sections)s
 
     Examples
     --------
@@ -596,31 +552,74 @@ def hvp(
     return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
 
 
-# vhp's and hvp's sections, the same in both: made of the shared parts, one line each
-# at the docstrings' indentation.
-_DOC["hessian_product_parameters"] = "\n    ".join(
-    [
+def _sections(*lines: str) -> str:
+    """Docstring lines (a fragment may span several) at the docstrings' indentation."""
+    return "\n".join([lines[0], *(f"    {line}" if line else "" for line in lines[1:])])
+
+
+def _product_sections(name: str, v: str, result: str, v_for: str) -> str:
+    """The sections of vjp's or jvp's docstring, which mirror each other."""
+    return _sections(
         "Parameters",
         "----------",
-        _DOC["scalar_func"],
+        _DOC["func"],
         _DOC["inputs"],
         "v : Tensor, array_like or tuple of them, optional",
-        "    Shaped like ``inputs``; may be None only for a single one-element input.",
+        v,
         _DOC["create_graph_v"],
-        _DOC["strict_scalar"],
-    ]
-)
-_DOC["hessian_product_output"] = """func_output : Tensor
-        ``func(*inputs)``, with its original shape."""
-_DOC["hessian_product_raises"] = "\n    ".join(
-    [
+        _DOC["strict"],
+        "",
+        "Returns",
+        "-------",
+        _DOC["func_output"],
+        f"{name} : Tensor or tuple of Tensor",
+        result,
+        "",
         "Raises",
         "------",
         _DOC["type_error_v"],
         "RuntimeError",
-        "    ``func`` not returning a single one-element Tensor, a bad ``v``, and",
-        "    strict-mode violations.",
-    ]
+        f"    ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar {v_for},",
+        "    and the strict-mode violations.",
+    )
+
+
+_DOC["vjp_sections"] = _product_sections(
+    "vjp",
+    "    One cotangent per output, shaped like it. May be None only when ``func``\n"
+    "        returns a single Tensor with a single element (``v`` is then 1).",
+    "    Structured like ``inputs``: entry ``j`` is ``sum_i v_i . d out_i / d in_j``,\n"
+    "        shaped like input ``j``.",
+    "output",
+)
+_DOC["jvp_sections"] = _product_sections(
+    "jvp",
+    "    One tangent per input, shaped like it. May be None only for a single input\n"
+    "        with a single element (``v`` is then 1).",
+    "    Structured like the outputs: entry ``i`` is ``sum_j d out_i / d in_j . v_j``,\n"
+    "        shaped like output ``i``.",
+    "input",
+)
+# vhp's and hvp's sections, the same in both.
+_DOC["hessian_product_parameters"] = _sections(
+    "Parameters",
+    "----------",
+    _DOC["scalar_func"],
+    _DOC["inputs"],
+    "v : Tensor, array_like or tuple of them, optional",
+    "    Shaped like ``inputs``; may be None only for a single one-element input.",
+    _DOC["create_graph_v"],
+    _DOC["strict_scalar"],
+)
+_DOC["hessian_product_output"] = """func_output : Tensor
+        ``func(*inputs)``, with its original shape."""
+_DOC["hessian_product_raises"] = _sections(
+    "Raises",
+    "------",
+    _DOC["type_error_v"],
+    "RuntimeError",
+    "    ``func`` not returning a single one-element Tensor, a bad ``v``, and",
+    "    strict-mode violations.",
 )
 
 for _f in (vjp, jvp, jacobian, hessian, vhp, hvp):
