@@ -68,21 +68,110 @@ TensorLikes = TensorLike | tuple[TensorLike, ...]
 
 _OUTPUTS = "outputs of the user-provided function"
 
+# Docstring parts that several of the six functions share, filled in below them.
+_DOC = {
+    "func": """func : callable
+        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
+        Tensors.""",
+    "scalar_func": """func : callable
+        Takes as many Tensors as there are inputs and returns a single Tensor with a
+        single element (any shape, e.g. ``()`` or ``(1, 1)``).""",
+    "inputs": """inputs : Tensor, array_like or tuple of them
+        The point; only a tuple counts as several inputs.""",
+    "create_graph_v": """create_graph : bool
+        Keep the results differentiable with respect to ``inputs`` and ``v``.""",
+    "strict": """strict : bool
+        Raise RuntimeError when an output does not depend on an input, instead of
+        returning zeros for it.""",
+    "strict_scalar": """strict : bool
+        Raise RuntimeError when the function or its gradient does not depend on an
+        input (a linear function, for example), instead of returning zeros.""",
+    "func_output": """func_output : Tensor or tuple of Tensor
+        ``func(*inputs)``, with the tuple-ness of what ``func`` returned.""",
+    "type_error_v": """TypeError
+        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).""",
+    "type_error": """TypeError
+        Inputs or outputs that are not Tensors (or tuples of them).""",
+}
+
+
+def _prepared_inputs(
+    inputs: Any, create_graph: bool, fn_name: str
+) -> tuple[bool, tuple[Tensor, ...]]:
+    """``inputs`` checked (floating Tensors or convertible) and copied into fresh leaves."""
+    is_inputs_tuple, inputs = as_tuple(inputs, "inputs", fn_name, convert=True, differentiable=True)
+    return is_inputs_tuple, grad_preprocess(inputs, create_graph, need_graph=True)
+
+
+def _call(
+    func: Callable[..., Any], inputs: tuple[Tensor, ...], strict: bool, fn_name: str
+) -> tuple[bool, tuple[Tensor, ...]]:
+    """``func(*inputs)`` as a tuple of Tensors; under ``strict`` each must require grad."""
+    is_outputs_tuple, outputs = as_tuple(func(*inputs), _OUTPUTS, fn_name)
+    check_requires_grad(outputs, "outputs", strict)
+    return is_outputs_tuple, outputs
+
+
+def _single_output(
+    func: Callable[..., Any], inputs: tuple[Tensor, ...], strict: bool, fn_name: str
+) -> Tensor:
+    """``func(*inputs)``, which must be one Tensor with one element (hessian, vhp, hvp)."""
+    is_outputs_tuple, outputs = _call(func, inputs, strict, fn_name)
+    if is_outputs_tuple:
+        raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
+    (output,) = outputs
+    if output.size != 1:
+        raise RuntimeError(
+            f"The Tensor returned by the function given to {fn_name} should contain a "
+            "single element"
+        )
+    return output
+
+
+def _checked_v(
+    v: Any,
+    shaped_like: tuple[Tensor, ...],
+    is_tuple: bool,
+    create_graph: bool,
+    fn_name: str,
+    none_if: str,
+) -> tuple[Tensor, ...] | None:
+    """``v`` checked against ``shaped_like`` (the outputs for vjp, else the inputs) as by
+    torch; None only where ``shaped_like`` is one single-element Tensor (``none_if``
+    says which, in the error)."""
+    if v is not None:
+        _, v = as_tuple(v, "v", fn_name, convert=True)
+        v = grad_preprocess(v, create_graph, need_graph=False)
+        validate_v(v, shaped_like, is_tuple)
+    elif len(shaped_like) != 1 or shaped_like[0].size != 1:
+        raise RuntimeError(
+            f"The vector v can only be None if {none_if} a single Tensor with a single element."
+        )
+    return v
+
 
 def _tangents(
     v: Any, inputs: tuple[Tensor, ...], is_inputs_tuple: bool, create_graph: bool, fn_name: str
 ) -> tuple[Tensor, ...] | None:
     """``v`` given for ``inputs`` (jvp, vhp, hvp), checked and preprocessed as by torch."""
-    if v is not None:
-        _, v = as_tuple(v, "v", fn_name, convert=True)
-        v = grad_preprocess(v, create_graph, need_graph=False)
-        validate_v(v, inputs, is_inputs_tuple)
-    elif len(inputs) != 1 or inputs[0].size != 1:
-        raise RuntimeError(
-            "The vector v can only be None if the input to the user-provided function is a "
-            "single Tensor with a single element."
-        )
-    return v
+    return _checked_v(
+        v,
+        inputs,
+        is_inputs_tuple,
+        create_graph,
+        fn_name,
+        "the input to the user-provided function is",
+    )
+
+
+def _results(
+    outputs: tuple, is_outputs_tuple: bool, result: tuple, is_result_tuple: bool, create_graph: bool
+) -> tuple[Any, Any]:
+    """Function value and derivative, detached unless ``create_graph``, unwrapped from
+    the tuples the caller did not pass or return."""
+    outputs = grad_postprocess(outputs, create_graph)
+    result = grad_postprocess(result, create_graph)
+    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_result_tuple)
 
 
 # --------------------------------------------------------------------------- vjp / jvp
@@ -95,37 +184,7 @@ def vjp(
 ) -> tuple[Any, Any]:
     """The vector-Jacobian product ``v^T J`` of ``func`` at ``inputs``.
 
-    Parameters
-    ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
-        Tensors.
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
-    v : Tensor, array_like or tuple of them, optional
-        One cotangent per output, shaped like it. May be None only when ``func``
-        returns a single Tensor with a single element (``v`` is then 1).
-    create_graph : bool
-        Keep the results differentiable with respect to ``inputs`` and ``v``.
-    strict : bool
-        Raise RuntimeError when an output does not depend on an input, instead of
-        returning zeros for it.
-
-    Returns
-    -------
-    func_output : Tensor or tuple of Tensor
-        ``func(*inputs)``, with the tuple-ness of what ``func`` returned.
-    vjp : Tensor or tuple of Tensor
-        Structured like ``inputs``: entry ``j`` is ``sum_i v_i . d out_i / d in_j``,
-        shaped like input ``j``.
-
-    Raises
-    ------
-    TypeError
-        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
-    RuntimeError
-        ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar output,
-        and the strict-mode violations.
+    %(vjp_sections)s
 
     Examples
     --------
@@ -136,27 +195,14 @@ def vjp(
     (tensor([1., 4.]), tensor([ 2., 40.]))
     """
     with enable_grad():
-        is_inputs_tuple, inputs = as_tuple(
-            inputs, "inputs", "vjp", convert=True, differentiable=True
+        is_inputs_tuple, inputs = _prepared_inputs(inputs, create_graph, "vjp")
+        is_outputs_tuple, outputs = _call(func, inputs, strict, "vjp")
+        v = _checked_v(
+            v, outputs, is_outputs_tuple, create_graph, "vjp", "the user-provided function returns"
         )
-        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "vjp")
-        check_requires_grad(outputs, "outputs", strict)
-        if v is not None:
-            _, v = as_tuple(v, "v", "vjp", convert=True)
-            v = grad_preprocess(v, create_graph, need_graph=False)
-            validate_v(v, outputs, is_outputs_tuple)
-        elif len(outputs) != 1 or outputs[0].size != 1:
-            raise RuntimeError(
-                "The vector v can only be None if the user-provided function returns a single "
-                "Tensor with a single element."
-            )
         grad_res = autograd_grad(outputs, inputs, v, create_graph=create_graph)
         result = fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
-    outputs = grad_postprocess(outputs, create_graph)
-    result = grad_postprocess(result, create_graph)
-    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_inputs_tuple)
+    return _results(outputs, is_outputs_tuple, result, is_inputs_tuple, create_graph)
 
 
 def jvp(
@@ -175,37 +221,7 @@ def jvp(
     with respect to ``u`` along ``v``: two backward passes), whose independence
     checks strict mode is defined by.
 
-    Parameters
-    ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
-        Tensors.
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
-    v : Tensor, array_like or tuple of them, optional
-        One tangent per input, shaped like it. May be None only for a single input
-        with a single element (``v`` is then 1).
-    create_graph : bool
-        Keep the results differentiable with respect to ``inputs`` and ``v``.
-    strict : bool
-        Raise RuntimeError when an output does not depend on an input, instead of
-        returning zeros for it.
-
-    Returns
-    -------
-    func_output : Tensor or tuple of Tensor
-        ``func(*inputs)``, with the tuple-ness of what ``func`` returned.
-    jvp : Tensor or tuple of Tensor
-        Structured like the outputs: entry ``i`` is ``sum_j d out_i / d in_j . v_j``,
-        shaped like output ``i``.
-
-    Raises
-    ------
-    TypeError
-        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
-    RuntimeError
-        ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar input,
-        and the strict-mode violations.
+    %(jvp_sections)s
 
     Examples
     --------
@@ -217,14 +233,9 @@ def jvp(
     tensor([3., 2.])
     """
     with enable_grad():
-        is_inputs_tuple, inputs = as_tuple(
-            inputs, "inputs", "jvp", convert=True, differentiable=True
-        )
-        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
+        is_inputs_tuple, inputs = _prepared_inputs(inputs, create_graph, "jvp")
         v = _tangents(v, inputs, is_inputs_tuple, create_graph, "jvp")
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jvp")
-        check_requires_grad(outputs, "outputs", strict)
+        is_outputs_tuple, outputs = _call(func, inputs, strict, "jvp")
         if not strict:
             products = push_tangents(outputs, inputs, v, create_graph)
         else:
@@ -246,9 +257,7 @@ def jvp(
                 for i, r in zip(live, res, strict=True):
                     products[i] = r
         result = fill_in_zeros(products, outputs, strict, create_graph, "back_trick")
-    outputs = grad_postprocess(outputs, create_graph)
-    result = grad_postprocess(result, create_graph)
-    return tuple_postprocess(outputs, is_outputs_tuple), tuple_postprocess(result, is_outputs_tuple)
+    return _results(outputs, is_outputs_tuple, result, is_outputs_tuple, create_graph)
 
 
 # --------------------------------------------------------------------------- jacobian
@@ -267,11 +276,8 @@ def jacobian(
 
     Parameters
     ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a Tensor or a tuple of
-        Tensors.
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
+    %(func)s
+    %(inputs)s
     create_graph : bool
         Keep the Jacobian differentiable with respect to ``inputs``.
     strict : bool
@@ -307,8 +313,7 @@ def jacobian(
         An unknown ``strategy``, or a ``chunk_size`` that is not a positive integer.
     NotImplementedError
         ``strategy="forward-mode"`` with ``create_graph=True``.
-    TypeError
-        Inputs or outputs that are not Tensors (or tuples of them).
+    %(type_error)s
     RuntimeError
         ``strict`` with forward mode or with ``vectorize``, and strict-mode violations.
 
@@ -327,45 +332,33 @@ def jacobian(
     """
     check_strategy(strategy, hint=True)
     check_chunk_size(chunk_size)
-    with enable_grad():
-        if strategy == "forward-mode":
-            if create_graph:
-                raise NotImplementedError(
-                    "funcdiff.functional.jacobian: `create_graph=True` and "
-                    '`strategy="forward-mode"` are not supported together (yet). Please '
-                    'either set `create_graph=False` or `strategy="reverse-mode"`.'
-                )
-            if strict:
-                raise RuntimeError(
-                    'funcdiff.functional.jacobian: `strict=True` and `strategy="forward-mode"` '
-                    "are not supported together (yet). Please either set `strict=False` or "
-                    '`strategy="reverse-mode"`.'
-                )
-            is_inputs_tuple, inputs = as_tuple(
-                inputs, "inputs", "jacobian", convert=True, differentiable=True
-            )
-            inputs = grad_preprocess(inputs, False, need_graph=True)
-            outputs = func(*inputs)
-            is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jacobian")
-            # The blocks are new constant Tensors: there is nothing to detach.
-            jac = jacobian_forward(outputs, inputs, vectorize, chunk_size)
-            return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
-
-        is_inputs_tuple, inputs = as_tuple(
-            inputs, "inputs", "jacobian", convert=True, differentiable=True
+    forward = strategy == "forward-mode"
+    if forward and create_graph:
+        raise NotImplementedError(
+            "funcdiff.functional.jacobian: `create_graph=True` and "
+            '`strategy="forward-mode"` are not supported together (yet). Please '
+            'either set `create_graph=False` or `strategy="reverse-mode"`.'
         )
-        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, "jacobian")
-        check_requires_grad(outputs, "outputs", strict)
-        if vectorize and strict:
+    if forward and strict:
+        raise RuntimeError(
+            'funcdiff.functional.jacobian: `strict=True` and `strategy="forward-mode"` '
+            "are not supported together (yet). Please either set `strict=False` or "
+            '`strategy="reverse-mode"`.'
+        )
+    with enable_grad():
+        is_inputs_tuple, inputs = _prepared_inputs(inputs, create_graph, "jacobian")
+        is_outputs_tuple, outputs = _call(func, inputs, strict, "jacobian")
+        # The blocks are new constant Tensors (without create_graph the backward pass
+        # makes them from detached inputs): there is nothing to detach.
+        if forward:
+            jac = jacobian_forward(outputs, inputs, vectorize, chunk_size)
+        elif vectorize and strict:
             raise RuntimeError(
                 "funcdiff.functional.jacobian: `strict=True` and `vectorize=True` are not "
                 "supported together. Please either set `strict=False` or `vectorize=False`."
             )
-        # Without create_graph the blocks are new constant Tensors (made by the backward
-        # pass from detached inputs): there is nothing to detach.
-        jac = jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
+        else:
+            jac = jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
     return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
@@ -385,17 +378,12 @@ def hessian(
 
     Parameters
     ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a single Tensor with a
-        single element (any shape, e.g. ``()`` or ``(1, 1)``).
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
+    %(scalar_func)s
+    %(inputs)s
     create_graph : bool
         Keep the Hessian differentiable with respect to ``inputs`` (third and higher
         derivatives).
-    strict : bool
-        Raise RuntimeError when the function or its gradient does not depend on an
-        input (a linear function, for example), instead of returning zeros.
+    %(strict_scalar)s
     vectorize : bool
         Compute the outer Jacobian in one batched backward pass (see :func:`jacobian`:
         the default batches too, within a memory bound).
@@ -413,8 +401,7 @@ def hessian(
 
     Raises
     ------
-    TypeError
-        Inputs or outputs that are not Tensors (or tuples of them).
+    %(type_error)s
     ValueError
         An unknown ``outer_jacobian_strategy`` or a bad ``chunk_size``.
     RuntimeError
@@ -436,23 +423,10 @@ def hessian(
     )
     check_strategy(outer_jacobian_strategy, hint=False)
 
-    def ensure_single_output_function(*inp: Tensor) -> Tensor:
-        out = func(*inp)
-        is_out_tuple, t_out = as_tuple(out, _OUTPUTS, "hessian")
-        check_requires_grad(t_out, "outputs", strict)
-        if is_out_tuple:
-            raise RuntimeError("The function given to hessian should return a single Tensor")
-        if out.size != 1:
-            raise RuntimeError(
-                "The Tensor returned by the function given to hessian should contain a single "
-                "element"
-            )
-        return out.squeeze()
-
     def jac_func(*inp: Tensor) -> tuple:
         # The Jacobian of a one-element output is its gradient: torch calls jacobian()
         # here, whose one-row pass and input aliases give the same blocks at more cost.
-        out = ensure_single_output_function(*inp)
+        out = _single_output(func, inp, strict, "hessian").squeeze()
         grads = autograd_grad((out,), inp, create_graph=True)
         jac = tuple(np.zeros_like(t) if g is None else g for t, g in zip(inp, grads))
         check_requires_grad(jac, "jacobian", strict)
@@ -481,21 +455,9 @@ def _hessian_product(
     """vhp (``v^T H``, reverse over reverse) or hvp (``H v``), with the checks in torch's
     order: the gradient is recorded, then differentiated once more along ``v``."""
     with enable_grad():
-        is_inputs_tuple, inputs = as_tuple(
-            inputs, "inputs", fn_name, convert=True, differentiable=True
-        )
-        inputs = grad_preprocess(inputs, create_graph, need_graph=True)
+        is_inputs_tuple, inputs = _prepared_inputs(inputs, create_graph, fn_name)
         v = _tangents(v, inputs, is_inputs_tuple, create_graph, fn_name)
-        outputs = func(*inputs)
-        is_outputs_tuple, outputs = as_tuple(outputs, _OUTPUTS, fn_name)
-        check_requires_grad(outputs, "outputs", strict)
-        if is_outputs_tuple:
-            raise RuntimeError(f"The function given to {fn_name} should return a single Tensor")
-        if outputs[0].size != 1:
-            raise RuntimeError(
-                f"The Tensor returned by the function given to {fn_name} should contain a "
-                "single element"
-            )
+        outputs = (_single_output(func, inputs, strict, fn_name),)
         jac = autograd_grad(outputs, inputs, create_graph=True)
         check_requires_grad(jac, "jacobian", strict)
         if fn_name == "vhp":
@@ -517,37 +479,7 @@ def _hessian_product(
             products = autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
             stage = "double_back_trick"
         result = fill_in_zeros(products, inputs, strict, create_graph, stage)
-    (output,) = grad_postprocess((outputs[0],), create_graph)
-    result = grad_postprocess(result, create_graph)
-    return output, tuple_postprocess(result, is_inputs_tuple)
-
-
-# The parts of vhp's and hvp's docstrings that are the same, filled in below each.
-_HESSIAN_PRODUCT_DOC = {
-    "parameters": """Parameters
-    ----------
-    func : callable
-        Takes as many Tensors as there are inputs and returns a single Tensor with a
-        single element.
-    inputs : Tensor, array_like or tuple of them
-        The point; only a tuple counts as several inputs.
-    v : Tensor, array_like or tuple of them, optional
-        Shaped like ``inputs``; may be None only for a single one-element input.
-    create_graph : bool
-        Keep the results differentiable with respect to ``inputs`` and ``v``.
-    strict : bool
-        Raise RuntimeError when the function or its gradient does not depend on an
-        input, instead of returning zeros.""",
-    "func_output": """func_output : Tensor
-        ``func(*inputs)``, with its original shape.""",
-    "raises": """Raises
-    ------
-    TypeError
-        Inputs, outputs or ``v`` that are not Tensors (or tuples of them).
-    RuntimeError
-        ``func`` not returning a single one-element Tensor, a bad ``v``, and
-        strict-mode violations.""",
-}
+    return _results(outputs, False, result, is_inputs_tuple, create_graph)
 
 
 def vhp(
@@ -559,15 +491,15 @@ def vhp(
 ) -> tuple[Tensor, Any]:
     """The vector-Hessian product ``v^T H`` of a scalar function (reverse over reverse).
 
-    %(parameters)s
+    %(hessian_product_parameters)s
 
     Returns
     -------
-    %(func_output)s
+    %(hessian_product_output)s
     vhp : Tensor or tuple of Tensor
         Structured like ``inputs``: entry ``j`` is ``sum_i v_i^T H[i][j]``.
 
-    %(raises)s
+    %(hessian_product_raises)s
 
     Examples
     --------
@@ -596,15 +528,15 @@ def hvp(
     ``strict=True`` it uses torch's double-backward trick on top of the gradient (one
     backward pass more), whose independence checks strict mode is defined by.
 
-    %(parameters)s
+    %(hessian_product_parameters)s
 
     Returns
     -------
-    %(func_output)s
+    %(hessian_product_output)s
     hvp : Tensor or tuple of Tensor
         Structured like ``inputs``: entry ``i`` is ``sum_j H[i][j] v_j``.
 
-    %(raises)s
+    %(hessian_product_raises)s
 
     Examples
     --------
@@ -620,7 +552,77 @@ def hvp(
     return _hessian_product(func, inputs, v, create_graph, strict, "hvp")
 
 
-for _f in (vhp, hvp):
+def _sections(*lines: str) -> str:
+    """Docstring lines (a fragment may span several) at the docstrings' indentation."""
+    return "\n".join([lines[0], *(f"    {line}" if line else "" for line in lines[1:])])
+
+
+def _product_sections(name: str, v: str, result: str, v_for: str) -> str:
+    """The sections of vjp's or jvp's docstring, which mirror each other."""
+    return _sections(
+        "Parameters",
+        "----------",
+        _DOC["func"],
+        _DOC["inputs"],
+        "v : Tensor, array_like or tuple of them, optional",
+        v,
+        _DOC["create_graph_v"],
+        _DOC["strict"],
+        "",
+        "Returns",
+        "-------",
+        _DOC["func_output"],
+        f"{name} : Tensor or tuple of Tensor",
+        result,
+        "",
+        "Raises",
+        "------",
+        _DOC["type_error_v"],
+        "RuntimeError",
+        f"    ``v`` of the wrong structure or shape, a missing ``v`` for a non-scalar {v_for},",
+        "    and the strict-mode violations.",
+    )
+
+
+_DOC["vjp_sections"] = _product_sections(
+    "vjp",
+    "    One cotangent per output, shaped like it. May be None only when ``func``\n"
+    "        returns a single Tensor with a single element (``v`` is then 1).",
+    "    Structured like ``inputs``: entry ``j`` is ``sum_i v_i . d out_i / d in_j``,\n"
+    "        shaped like input ``j``.",
+    "output",
+)
+_DOC["jvp_sections"] = _product_sections(
+    "jvp",
+    "    One tangent per input, shaped like it. May be None only for a single input\n"
+    "        with a single element (``v`` is then 1).",
+    "    Structured like the outputs: entry ``i`` is ``sum_j d out_i / d in_j . v_j``,\n"
+    "        shaped like output ``i``.",
+    "input",
+)
+# vhp's and hvp's sections, the same in both.
+_DOC["hessian_product_parameters"] = _sections(
+    "Parameters",
+    "----------",
+    _DOC["scalar_func"],
+    _DOC["inputs"],
+    "v : Tensor, array_like or tuple of them, optional",
+    "    Shaped like ``inputs``; may be None only for a single one-element input.",
+    _DOC["create_graph_v"],
+    _DOC["strict_scalar"],
+)
+_DOC["hessian_product_output"] = """func_output : Tensor
+        ``func(*inputs)``, with its original shape."""
+_DOC["hessian_product_raises"] = _sections(
+    "Raises",
+    "------",
+    _DOC["type_error_v"],
+    "RuntimeError",
+    "    ``func`` not returning a single one-element Tensor, a bad ``v``, and",
+    "    strict-mode violations.",
+)
+
+for _f in (vjp, jvp, jacobian, hessian, vhp, hvp):
     if _f.__doc__:  # None under python -OO
-        _f.__doc__ %= _HESSIAN_PRODUCT_DOC
+        _f.__doc__ %= _DOC
 del _f

@@ -66,6 +66,16 @@ __all__ = [
     "eigvalsh",
 ]
 
+_RIGHT_HAND_SIDE = """b : (..., {n}) or (..., {n}, K) array_like or Tensor
+        Right-hand side: a vector when 1-D, otherwise a (stack of) matrices."""
+# Parameter entries that several docstrings share, filled in below the functions.
+_DOC = {
+    "b_M": _RIGHT_HAND_SIDE.format(n="M"),
+    "b_N": _RIGHT_HAND_SIDE.format(n="N"),
+    "overwrite_a": """overwrite_a, check_finite : bool
+        ``overwrite_a`` is ignored; ``check_finite`` as in SciPy.""",
+}
+
 
 def expm(a: ArrayLike | Tensor) -> np.ndarray | Tensor:
     """Matrix exponential, as ``scipy.linalg.expm``, differentiable to any order.
@@ -115,8 +125,7 @@ def solve_triangular(
     a : (..., M, M) array_like or Tensor
         Triangular matrix; only the triangle given by ``lower`` is read (and not its
         diagonal when ``unit_diagonal``).
-    b : (..., M) or (..., M, K) array_like or Tensor
-        Right-hand side: a vector when 1-D, otherwise a (stack of) matrices.
+    %(b_M)s
     trans : {0, 1, 2, 'N', 'T', 'C'}
         Solve ``a x = b`` (0, 'N') or ``a^T x = b`` (1, 'T', 2, 'C').
     lower, unit_diagonal, check_finite : bool
@@ -162,8 +171,7 @@ def cho_factor(
         Symmetric positive-definite matrix; only the triangle given by ``lower`` is read.
     lower : bool
         Return the lower factor ``L`` (``a = L L^T``) instead of the upper one.
-    overwrite_a, check_finite : bool
-        ``overwrite_a`` is ignored; ``check_finite`` as in SciPy.
+    %(overwrite_a)s
 
     Returns
     -------
@@ -201,8 +209,7 @@ def cho_solve(
     ----------
     c_and_lower : (c, lower)
         The result of :func:`cho_factor`; ``c`` may be a Tensor.
-    b : (..., M) or (..., M, K) array_like or Tensor
-        Right-hand side: a vector when 1-D, otherwise a (stack of) matrices.
+    %(b_M)s
     overwrite_b, check_finite : bool
         ``overwrite_b`` is ignored; ``check_finite`` as in SciPy.
 
@@ -243,8 +250,7 @@ def solve(
     ----------
     a : (..., N, N) array_like or Tensor
         Square matrix.
-    b : (..., N) or (..., N, K) array_like or Tensor
-        Right-hand side: a vector when 1-D, otherwise a (stack of) matrices.
+    %(b_N)s
     lower, check_finite, assume_a, transposed
         As in SciPy; ``overwrite_a`` and ``overwrite_b`` are ignored.
 
@@ -287,8 +293,7 @@ def inv(
     ----------
     a : (..., N, N) array_like or Tensor
         Square matrix.
-    overwrite_a, check_finite : bool
-        ``overwrite_a`` is ignored; ``check_finite`` as in SciPy.
+    %(overwrite_a)s
     **structure
         ``assume_a`` and ``lower``, on SciPy versions that have them; the gradient
         follows the same conventions as :func:`solve`.
@@ -322,8 +327,7 @@ def det(
     a : (..., N, N) array_like or Tensor
         Square matrix; the gradient needs it invertible (a singular ``a`` raises
         ``LinAlgError`` in the backward pass).
-    overwrite_a, check_finite : bool
-        ``overwrite_a`` is ignored; ``check_finite`` as in SciPy.
+    %(overwrite_a)s
 
     Returns
     -------
@@ -460,3 +464,9 @@ def eigvalsh(
         check_finite=check_finite,
         gradient=gradient,
     )
+
+
+for _f in (solve_triangular, cho_factor, cho_solve, solve, inv, det):
+    if _f.__doc__:  # None under python -OO
+        _f.__doc__ %= _DOC
+del _f

@@ -103,12 +103,7 @@ def softmax(x: Any, axis: int | tuple[int, ...] | None = None) -> Any:
     Same signature and values as ``scipy.special.softmax`` (NaN for a slice of all
     ``-inf``). Its Jacobian along the axis is ``diag(s) - s s^T``.
 
-    Parameters
-    ----------
-    x : array_like or Tensor
-        Input values.
-    axis : int or tuple of int, optional
-        Axes to normalise over; all axes by default.
+    %(normalise_parameters)s
 
     Returns
     -------
@@ -137,12 +132,7 @@ def log_softmax(x: Any, axis: int | tuple[int, ...] | None = None) -> Any:
     Same signature and values as ``scipy.special.log_softmax``; ``-inf`` entries stay
     ``-inf``. Its Jacobian along the axis is ``I - 1 s^T`` with ``s = softmax(x)``.
 
-    Parameters
-    ----------
-    x : array_like or Tensor
-        Input values.
-    axis : int or tuple of int, optional
-        Axes to normalise over; all axes by default.
+    %(normalise_parameters)s
 
     Returns
     -------
@@ -230,3 +220,16 @@ def multigammaln(a: Any, d: int) -> Any:
     True
     """
     return _rules.multigammaln(a, d)
+
+
+# softmax's and log_softmax's parameters, the same for both.
+_NORMALISE_PARAMETERS = """Parameters
+    ----------
+    x : array_like or Tensor
+        Input values.
+    axis : int or tuple of int, optional
+        Axes to normalise over; all axes by default."""
+for _f in (softmax, log_softmax):
+    if _f.__doc__:  # None under python -OO
+        _f.__doc__ %= {"normalise_parameters": _NORMALISE_PARAMETERS}
+del _f

@@ -95,7 +95,27 @@ def _shape_check(arr: np.ndarray, expected: tuple, arg: str, label: str, parts: 
         )
 
 
-class UserJacobian:
+class _UserBlocks:
+    """Blocks the user's function returned at the check point, ``blocks[q][j]``.
+
+    Both user derivatives (``jac`` and ``hess``) are answered from these arrays: a block
+    as it is, a vjp as its contraction with the cotangent over the output axes. For
+    ``hess`` of a scalar function, "output" ``q`` is the gradient with respect to input
+    ``q``, so ``blocks[q][j]`` is ``H[q][j]``.
+    """
+
+    blocks: list[list[np.ndarray]]
+
+    def block(self, q: int, j: int) -> np.ndarray:
+        return self.blocks[q][j]
+
+    def vjp(self, q: int, j: int, cot: np.ndarray) -> np.ndarray:
+        b = self.blocks[q][j]
+        c = np.asarray(cot, dtype=np.float64)
+        return np.tensordot(c, b, axes=c.ndim) if c.ndim else c * b
+
+
+class UserJacobian(_UserBlocks):
     """The user's ``jac(*args)`` at the check point, laid out like ``functional.jacobian``.
 
     One differentiated input and one output: an array of shape ``out + in`` (``in``
@@ -139,14 +159,6 @@ class UserJacobian:
             blocks.append(arrs)
         return blocks
 
-    def block(self, q: int, j: int) -> np.ndarray:
-        return self.blocks[q][j]
-
-    def vjp(self, q: int, j: int, cot: np.ndarray) -> np.ndarray:
-        b = self.blocks[q][j]
-        c = np.asarray(cot, dtype=np.float64)
-        return np.tensordot(c, b, axes=c.ndim) if c.ndim else c * b
-
 
 class UserGradientTarget(SecondOrderTarget):
     """The gradient of a scalar ``func`` by the user's ``jac``: its Jacobian is the Hessian."""
@@ -160,7 +172,7 @@ class UserGradientTarget(SecondOrderTarget):
         return self.user_jac.evaluate(xs, "at a perturbed point")[0]
 
 
-class UserHessian:
+class UserHessian(_UserBlocks):
     """The user's ``hess(*args)`` of a scalar ``func``: ``H[a][b]`` of shape ``s_a + s_b``.
 
     One differentiated input: one array of shape ``s + s``; several: a tuple of tuples,
@@ -188,15 +200,6 @@ class UserHessian:
                 )
                 arrs.append(arr)
             self.blocks.append(arrs)
-
-    def block(self, q: int, j: int) -> np.ndarray:
-        # Hessian targets of a scalar function: block q is the gradient w.r.t. input q.
-        return self.blocks[q][j]
-
-    def vjp(self, q: int, j: int, cot: np.ndarray) -> np.ndarray:
-        b = self.blocks[q][j]
-        c = np.asarray(cot, dtype=np.float64)
-        return np.tensordot(c, b, axes=c.ndim) if c.ndim else c * b
 
     def asymmetry(self) -> tuple[float, float]:
         """``max|H[a][b] - H[b][a]^T|`` over all blocks, and the largest entry."""

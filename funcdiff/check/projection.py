@@ -423,21 +423,19 @@ def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]
                 if not verdict["valid"][q]:
                     continue
                 info = along.describe(q, levels[k], verdict)
-                # A kink or a mismatch counts once it shows at two successive steps: one
-                # step too large for the error estimate cannot decide alone.
-                if verdict["kink"][q]:
-                    kinks[q] += 1
-                    streak[q] = 0
-                    notes[q] = f"kink along the direction ({name} scaling): {info}"
-                    if kinks[q] >= 2:
-                        status[q] = "kink"
-                elif verdict["off"][q]:
-                    streak[q] += 1
-                    kinks[q] = 0
-                    notes[q] = f"mismatch ({name} scaling): {info}"
-                    if streak[q] >= 2:
-                        status[q] = "off"
-                        flagged[q] = (scaling, k, first)
+                seen = "kink" if verdict["kink"][q] else "off" if verdict["off"][q] else None
+                if seen is not None:
+                    # A kink or a mismatch counts once it shows at two successive steps:
+                    # one step too large for the error estimate cannot decide alone.
+                    count, other = (kinks, streak) if seen == "kink" else (streak, kinks)
+                    count[q] += 1
+                    other[q] = 0
+                    what = "kink along the direction" if seen == "kink" else "mismatch"
+                    notes[q] = f"{what} ({name} scaling): {info}"
+                    if count[q] >= 2:
+                        status[q] = seen
+                        if seen == "off":
+                            flagged[q] = (scaling, k, first)
                 elif verdict["certified"][q]:
                     certified_at.setdefault(k, []).append(q)
                     floored = _CERTIFY_MARGIN * verdict["bound"][q] > along.strict[q]

@@ -157,6 +157,9 @@ class ConsistencyCheck:
         }
 
 
+# Built by keyword only; eq=False keeps reports compared by identity (and hashable);
+# __repr__ is the class's own.
+@dataclass(kw_only=True, eq=False)
 class DerivativeReport:
     """The result of :func:`check_derivatives`.
 
@@ -172,34 +175,18 @@ class DerivativeReport:
         ``"fail"``, else ``"inconclusive"`` if anything was inconclusive, else ``"pass"``.
     """
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        order: int,
-        method: str,
-        dtype: np.dtype,
-        pairs: list[PairResult],
-        checks: list[ConsistencyCheck],
-        notes: list[str],
-        rtol: float,
-        atol: float | None,
-        nfev: int,
-        seconds: float,
-        fast_mode: bool,
-    ) -> None:
-        self.name = name
-        self.order = order
-        self.method = method
-        self.dtype = dtype
-        self.pairs = pairs
-        self.checks = checks
-        self.notes = notes
-        self.rtol = rtol
-        self.atol = atol
-        self.nfev = nfev
-        self.seconds = seconds
-        self.fast_mode = fast_mode
+    name: str
+    order: int
+    method: str
+    dtype: np.dtype
+    pairs: list[PairResult]
+    checks: list[ConsistencyCheck]
+    notes: list[str]
+    rtol: float
+    atol: float | None
+    nfev: int
+    seconds: float
+    fast_mode: bool
 
     @property
     def ok(self) -> bool:
