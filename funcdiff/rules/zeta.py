@@ -141,12 +141,13 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def _riemann_zeta_vjp(g, ans, x):
-    # For x >= 0 the Euler-Maclaurin sum continues zeta analytically to full precision.
-    # Below 0 it would cancel (its terms grow like N^(1 - x)): there the functional
+    # For x >= -1/2 the Euler-Maclaurin sum continues zeta analytically to full precision.
+    # Below it would cancel (its terms grow like N^(1 - x)): there the functional
     # equation zeta(x) = chi(x) zeta(1 - x), chi(x) = 2^x pi^(x-1) sin(pi x/2) gamma(1-x),
-    # gives zeta'(x) = chi'(x) zeta(1 - x) - chi(x) zeta'(1 - x), with 1 - x > 1. Both
+    # gives zeta'(x) = chi'(x) zeta(1 - x) - chi(x) zeta'(1 - x), with 1 - x > 3/2 (near
+    # x = 0 it would cancel, the pole of zeta(1 - x) against the zero of chi). Both
     # branches are recorded functions, so every order records; each sees safe inputs.
-    right = x >= 0.0
+    right = x >= -0.5
     if np.all(right):
         return g * zeta_derivative(1, x, 1.0)
     xl = np.where(right, -1.0, x)
@@ -169,10 +170,11 @@ register(
             Case((Arg((3, 4), 1.5, 5.0),)),
             Case((Arg((), 1.2, 3.0),)),
             Case((Arg((2, 3), -6.0, 0.9),)),
-            Case((Arg((5,), -4.5, 0.5, kind="distinct"),)),  # -4, -3, ... 0: zeros, the seam
+            Case((Arg((5,), -4.5, 0.5, kind="distinct"),)),  # -4, -3, ..., 0: trivial zeros
+            Case((Arg((6,), -0.9, -0.1),)),  # both sides of the seam at -1/2
         ),
         convention="zeta(x) with q omitted, any x != 1; d/dx by Euler-Maclaurin summation "
-        "(x >= 0) and the functional equation (x < 0)",
+        "(x >= -1/2) and the functional equation (x < -1/2)",
         family="special",
         diagonal=True,
     ),
