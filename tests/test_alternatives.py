@@ -83,12 +83,21 @@ X = np.array([0.3, 1.2])
         (lambda v: scipy.stats.t.logsf(v, 3.0), "t", "logsf"),
         (lambda v: scipy.stats.gamma.pdf(v, 2.0), "gamma", "pdf"),
         (lambda v: scipy.stats.poisson.logpmf(2.0, v), "poisson", "logpmf"),
-        (lambda v: scipy.stats.multivariate_normal.logpdf(v, np.zeros(2)), "multivariate_normal",
-         "logpdf"),
-        (lambda v: scipy.stats.multivariate_normal(np.zeros(2)).pdf(v), "multivariate_normal",
-         "pdf"),
-        (lambda v: scipy.stats.dirichlet.logpdf(np.array([0.3, 0.7]), v + 1.0), "dirichlet",
-         "logpdf"),
+        (
+            lambda v: scipy.stats.multivariate_normal.logpdf(v, np.zeros(2)),
+            "multivariate_normal",
+            "logpdf",
+        ),
+        (
+            lambda v: scipy.stats.multivariate_normal(np.zeros(2)).pdf(v),
+            "multivariate_normal",
+            "pdf",
+        ),
+        (
+            lambda v: scipy.stats.dirichlet.logpdf(np.array([0.3, 0.7]), v + 1.0),
+            "dirichlet",
+            "logpdf",
+        ),
     ],
 )
 def test_a_stats_method_names_its_funcdiff_stats_replacement(call, dist, method) -> None:

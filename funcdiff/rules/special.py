@@ -51,7 +51,7 @@ def _unary(ufunc, vjp, low=-2.0, high=2.0, convention="", cases=(), name=None) -
     )
 
 
-def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None) -> Rule:
+def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None, arg_names=()) -> Rule:
     return register(
         Rule(
             name or ufunc.__name__,
@@ -62,6 +62,7 @@ def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None) -> Rule:
             convention=convention,
             family="special",
             diagonal=True,
+            arg_names=tuple(arg_names),
         ),
         ufunc,
     )
@@ -246,12 +247,14 @@ _binary(
     {1: lambda g, ans, a, x: g * _gammainc_density(a, x)},
     _gammainc_cases,
     convention="derivative with respect to x only; a Tensor requiring grad in a raises",
+    arg_names=("a", "x"),
 )
 _binary(
     sp.gammaincc,
     {1: lambda g, ans, a, x: -g * _gammainc_density(a, x)},
     _gammainc_cases,
     convention="derivative with respect to x only; a Tensor requiring grad in a raises",
+    arg_names=("a", "x"),
 )
 
 # ---------------------------------------------------------------- error functions
@@ -467,6 +470,7 @@ def _bessel_rule(ufunc, recurrence, low, high, *, integer_order=False, conventio
         _int_order_cases(low, high) if integer_order else _order_cases(low, high),
         convention=what + (f"; {convention}" if convention else ""),
         nondiff=(0,) if integer_order else (),
+        arg_names=("n" if integer_order else "v", "x"),
     )
 
 
