@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import scipy
 import scipy.linalg
-import scipy.stats
 import scipy.special as sp
+import scipy.stats
 
 import funcdiff as fd
 from funcdiff import linalg as fdl

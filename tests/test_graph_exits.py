@@ -23,8 +23,8 @@ import scipy.integrate
 import scipy.linalg
 
 import funcdiff as fd
-from funcdiff._core.alternatives import SCIPY_ALTERNATIVES
 from funcdiff import linalg as fdl
+from funcdiff._core.alternatives import SCIPY_ALTERNATIVES
 from funcdiff.functional import jvp, vjp
 
 X0 = np.array([1.0, 2.0, 3.0])

@@ -399,9 +399,10 @@ class Tensor:
             "calls float() when a Tensor is stored into an ndarray, as in out[i] = t with "
             "out = np.zeros(n); math.exp and the other math functions call it too.) To keep the "
             "derivative, store into out = np.zeros_like(x), a Tensor that records the "
-            "assignment, or build the result with np.stack or funcdiff.numpy (import funcdiff.numpy as "
-            "np; its np.array([t1, t2]) records), and use np.exp, np.floor ... instead "
-            "of the math functions. To drop the derivative on purpose, use tensor.item() or "
+            "assignment, or build the result with np.stack or funcdiff.numpy (import "
+            "funcdiff.numpy as np; its np.array([t1, t2]) records), and use np.exp, np.floor "
+            "... instead of the math functions. To drop the derivative on purpose, use "
+            "tensor.item() or "
             f"{conversion[:-1]}tensor.detach())."
         )
 

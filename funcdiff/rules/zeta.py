@@ -154,7 +154,9 @@ def _riemann_zeta_vjp(g, ans, x):
     scale = np.exp(xl * _LOG_2PI) / np.pi * sp.gamma(1.0 - xl)
     half = 0.5 * np.pi * xl
     chi = scale * np.sin(half)
-    chi_prime = scale * (np.sin(half) * (_LOG_2PI - sp.digamma(1.0 - xl)) + 0.5 * np.pi * np.cos(half))
+    chi_prime = scale * (
+        np.sin(half) * (_LOG_2PI - sp.digamma(1.0 - xl)) + 0.5 * np.pi * np.cos(half)
+    )
     left = chi_prime * _ufuncs._riemann_zeta(1.0 - xl) - chi * zeta_derivative(1, 1.0 - xl, 1.0)
     if not np.any(right):
         return g * left
