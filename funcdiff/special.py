@@ -6,7 +6,9 @@ derivative rule. The functions here cover what SciPy does not dispatch:
 
 * :func:`logsumexp`, :func:`softmax` and :func:`log_softmax`, with
   ``scipy.special``'s signatures and its numerical stability;
-* :func:`polygamma` and :func:`multigammaln`, which are Python functions in SciPy.
+* :func:`polygamma` and :func:`multigammaln`, which are Python functions in SciPy;
+* :func:`zeta`, the same function as ``scipy.special.zeta`` (which runs on Tensors as
+  called: its ufuncs have rules), differentiable in ``x`` and ``q``.
 
 Each accepts array_like input. When any input is a Tensor the result is computed with
 recorded NumPy calls, so it can be differentiated to any order, and comes back as
@@ -33,7 +35,7 @@ import scipy.special as sp
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules import special as _rules
 
-__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln"]
+__all__ = ["logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "zeta"]
 
 
 def _any_tensor(*values: Any) -> bool:
@@ -220,6 +222,39 @@ def multigammaln(a: Any, d: int) -> Any:
     True
     """
     return _rules.multigammaln(a, d)
+
+
+def zeta(x: Any, q: Any = None) -> Any:
+    """The Hurwitz zeta function ``sum_{k >= 0} (k + q)^(-x)``; Riemann's without ``q``.
+
+    ``scipy.special.zeta``, which also runs on Tensors when called directly. The
+    derivative in ``q`` is ``-x zeta(x + 1, q)``; the derivatives in ``x``,
+    ``sum (-ln(k + q))^n (k + q)^(-x)``, have no closed form and are computed by
+    Euler-Maclaurin summation to a few units in the last place (about 24 terms and
+    series of length n + 1 per element), at every order.
+
+    Parameters
+    ----------
+    x : array_like or Tensor
+        Exponent; ``x > 1`` with ``q`` (SciPy gives NaN below), any ``x != 1`` without.
+    q : array_like or Tensor, optional
+        Shift, ``q > 0``; Riemann's zeta (``q = 1``) when omitted.
+
+    Returns
+    -------
+    Tensor or ndarray
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff.special import zeta
+    >>> x = fd.tensor(2.0, requires_grad=True)
+    >>> (d,) = fd.grad(zeta(x), x)
+    >>> bool(np.isclose(d.data, -0.9375482543158437, rtol=1e-15))  # zeta'(2)
+    True
+    """
+    return sp.zeta(x) if q is None else sp.zeta(x, q)
 
 
 # softmax's and log_softmax's parameters, the same for both.

@@ -26,6 +26,7 @@ import numpy as np
 import scipy
 import scipy.linalg
 import scipy.special as sp
+import scipy.stats
 
 import funcdiff as fd
 from funcdiff import linalg as fdl
@@ -628,7 +629,41 @@ CATALOGUE: tuple[Entry, ...] = (
         "differentiating jv with respect to its order",
         "v = fd.tensor([1.0, 2.0], requires_grad=True)\nsp.jv(v, 1.0)",
         NotImplementedError,
-        "the derivative of jv with respect to its argument 0 is not implemented",
+        "scipy.special.jv is differentiable in x, not in v",
+    ),
+    _e(
+        "unsup-gammainc-a",
+        G_UNSUP,
+        "differentiating gammainc with respect to a",
+        "a = fd.tensor([1.5, 2.0], requires_grad=True)\nsp.gammainc(a, 1.0)",
+        NotImplementedError,
+        "scipy.special.gammainc is differentiable in x, not in a",
+    ),
+    _e(
+        "unsup-scipy-special-python",
+        G_UNSUP,
+        "a SciPy special function written in Python (use funcdiff.special)",
+        X3 + "sp.logsumexp(x)",
+        RuntimeError,
+        "scipy.special.logsumexp was called on it, and SciPy functions do not accept Tensors: "
+        "use funcdiff.special.logsumexp, which accepts Tensors",
+    ),
+    _e(
+        "unsup-scipy-stats",
+        G_UNSUP,
+        "a scipy.stats distribution method (use funcdiff.stats)",
+        X3 + "scipy.stats.norm.logpdf(x)",
+        RuntimeError,
+        "scipy.stats.norm.logpdf was called on it, and SciPy functions do not accept Tensors: "
+        "use funcdiff.stats.norm.logpdf",
+    ),
+    _e(
+        "array-from-tensors",
+        G_ARRAY,
+        "an ndarray built from Tensors (np.array([t1, t2]))",
+        X3 + "np.array([x[0], x[1]])",
+        RuntimeError,
+        "use funcdiff.numpy (import funcdiff.numpy as np), whose constructors record",
     ),
     _e(
         "unsup-complex",
@@ -1125,9 +1160,9 @@ CATALOGUE: tuple[Entry, ...] = (
         "unsup-scipy-wrapper",
         G_NAMED,
         "a SciPy function without a rule whose wrapper runs a private ufunc",
-        X3 + "sp.zeta(x, 1.0)",
+        X3 + "sp.lambertw(x)",
         TypeError,
-        "funcdiff has no derivative rule for scipy.special.zeta,",
+        "funcdiff has no derivative rule for scipy.special.lambertw,",
     ),
     _e(
         "unsup-scipy-ufunc",

@@ -219,6 +219,10 @@ class Rule:
         True when, beyond shapes, the vjps look at the memory layout of the arguments
         (``reshape(order="A")``). A rule that uses neither values nor layout keeps
         stand-ins of large arguments, not the arrays (``shapes_only``).
+    arg_names : tuple of str
+        The names of the positional arguments, for error messages: a Tensor that
+        requires grad where there is no derivative is refused by name ("gammainc is
+        differentiable in x, not in a").
     diagonal : bool
         True when the Jacobian with respect to each argument is diagonal after
         broadcasting (elementwise functions, ``scipy.special`` ufuncs): each vjp is then
@@ -240,6 +244,7 @@ class Rule:
     uses_layout: bool = False
     family: str = ""
     diagonal: bool = False
+    arg_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_reads", None)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
+from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT, alternative, stats_method_name
 from funcdiff._core.graph import AccumulateGrad, Node
 
 __all__ = ["Tensor", "tensor", "as_tensor", "wrap", "RemovableHandle"]
@@ -339,14 +340,10 @@ class Tensor:
         """The data as (nested) Python lists; explicit like ``item()``, so always allowed."""
         return self.data.tolist()
 
-    #: The SciPy functions that funcdiff.linalg wraps (a test keeps this in sync with it).
-    _SCIPY_WRAPPED = frozenset(
-        "expm solve_triangular cho_factor cho_solve solve inv det eigh eigvalsh".split()
-    )
-
     @staticmethod
     def _scipy_caller() -> str | None:
-        """The public SciPy function converting a tensor (``scipy.linalg.expm``), if any."""
+        """The public SciPy function converting a tensor (``scipy.linalg.expm``,
+        ``scipy.stats.norm.logpdf``), if any."""
         # SciPy does not dispatch to Tensors: only the call stack (read on error paths) shows
         # it. NumPy frames are skipped; the outermost public one of the first SciPy frames wins.
         import sys
@@ -364,7 +361,10 @@ class Tensor:
             top = module.partition(".")[0]
             if top == "scipy":
                 found = public_name(module, frame.f_code.co_name)
-                for value in frame.f_locals.values() if found is None else ():
+                local = frame.f_locals
+                if found is None and "self" in local:  # a scipy.stats distribution's method
+                    found = stats_method_name(frame.f_code.co_name, local["self"])
+                for value in local.values() if found is None else ():
                     if isinstance(value, types.FunctionType):  # a decorator's wrapped function
                         found = found or public_name(value.__module__, value.__name__)
                 caller = found or caller
@@ -373,21 +373,36 @@ class Tensor:
             frame = frame.f_back
         return caller
 
+    @staticmethod
+    def _scipy_advice(caller: str) -> str:
+        """What to do about ``caller``, a SciPy function that refused a Tensor."""
+        instead = alternative(caller)
+        if instead is None:
+            return f"funcdiff has no rule for {caller}."
+        return f"use {instead}, which accepts Tensors."
+
     def _plain_number(self, conversion: str) -> Any:
         """``item()`` for ``conversion`` (``float()`` ...); raises if a derivative would be lost."""
         number = self.item()  # a tensor of several elements: item()'s ValueError first
         if not (self._requires_grad and grad_mode.is_grad_enabled()):
             return number
         caller = Tensor._scipy_caller()
-        by = f" ({caller} called it: SciPy functions do not accept Tensors)" if caller else ""
+        by = (
+            f" ({caller} called it: SciPy functions do not accept Tensors; "
+            f"{Tensor._scipy_advice(caller)[:-1]})"
+            if caller
+            else ""
+        )
         raise RuntimeError(
             f"Can't call {conversion} on a Tensor that requires grad{by}: the Python number "
             "would carry no derivative, so gradients through it would be silently wrong. (NumPy "
             "calls float() when a Tensor is stored into an ndarray, as in out[i] = t with "
             "out = np.zeros(n); math.exp and the other math functions call it too.) To keep the "
             "derivative, store into out = np.zeros_like(x), a Tensor that records the "
-            "assignment, or build the result with np.stack, and use np.exp, np.floor ... instead "
-            "of the math functions. To drop the derivative on purpose, use tensor.item() or "
+            "assignment, or build the result with np.stack or funcdiff.numpy (import "
+            "funcdiff.numpy as np; its np.array([t1, t2]) records), and use np.exp, np.floor "
+            "... instead of the math functions. To drop the derivative on purpose, use "
+            "tensor.item() or "
             f"{conversion[:-1]}tensor.detach())."
         )
 
@@ -397,14 +412,12 @@ class Tensor:
             how = (
                 "A NumPy or SciPy function without a funcdiff rule was probably called on it, "
                 "or it was stored into a plain ndarray (out[...] = t; make out with "
-                "np.zeros_like(x) instead)."
+                "np.zeros_like(x) instead). " + NUMPY_CONSTRUCTION_HINT
             )
             if caller is not None:
-                wrapped = caller[:13] == "scipy.linalg." and caller[13:] in Tensor._SCIPY_WRAPPED
-                how = f"{caller} was called on it, and SciPy functions do not accept Tensors: " + (
-                    f"use funcdiff.linalg.{caller[13:]}, which accepts Tensors."
-                    if wrapped
-                    else f"funcdiff has no rule for {caller}."
+                how = (
+                    f"{caller} was called on it, and SciPy functions do not accept Tensors: "
+                    + Tensor._scipy_advice(caller)
                 )
             raise RuntimeError(
                 "Can't convert a Tensor that requires grad to an ndarray: the gradient "

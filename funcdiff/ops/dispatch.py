@@ -476,6 +476,16 @@ def _float64_meta(shape: tuple) -> tuple:
 
 
 def _no_derivative(rule: Rule, key: Any) -> None:
+    names = rule.arg_names
+    if isinstance(key, int) and key < len(names):
+        name = names[key]
+        public = _ufunc_name(rule.fn) if isinstance(rule.fn, np.ufunc) else rule.name
+        differentiable = [n for i, n in enumerate(names) if i in rule.vjps]
+        raise NotImplementedError(
+            f"{public} is differentiable in {' and '.join(differentiable)}, not in {name}: "
+            f"the derivative with respect to {name} has no closed form and no funcdiff rule. "
+            f"Pass a constant as {name} ({name}.detach())."
+        )
     where = f"argument {key!r}" if isinstance(key, str) else f"argument {key}"
     raise NotImplementedError(
         f"the derivative of {rule.name} with respect to its {where} is not "

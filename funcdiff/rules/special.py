@@ -41,7 +41,9 @@ TWO_OVER_SQRT_PI = 2.0 / SQRT_PI
 _unary = functools.partial(unary, family="special")
 
 
-def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None, dispatcher=None) -> Rule:
+def _binary(
+    ufunc, vjps, cases, convention="", nondiff=(), name=None, dispatcher=None, arg_names=()
+) -> Rule:
     """Register the rule of a two-argument function ``ufunc`` (``vjps`` by position).
 
     ``dispatcher``: the wrapper that sends Tensors to the rule, for a function that is
@@ -57,6 +59,7 @@ def _binary(ufunc, vjps, cases, convention="", nondiff=(), name=None, dispatcher
             convention=convention,
             family="special",
             diagonal=True,
+            arg_names=tuple(arg_names),
         ),
         *(() if dispatcher is None else (dispatcher,)),
         ufunc,
@@ -230,12 +233,14 @@ _binary(
     {1: lambda g, ans, a, x: g * _gammainc_density(a, x)},
     _gammainc_cases,
     convention="derivative with respect to x only; a Tensor requiring grad in a raises",
+    arg_names=("a", "x"),
 )
 _binary(
     sp.gammaincc,
     {1: lambda g, ans, a, x: -g * _gammainc_density(a, x)},
     _gammainc_cases,
     convention="derivative with respect to x only; a Tensor requiring grad in a raises",
+    arg_names=("a", "x"),
 )
 
 # ---------------------------------------------------------------- error functions
@@ -451,6 +456,7 @@ def _bessel_rule(ufunc, recurrence, low, high, *, integer_order=False, conventio
         _int_order_cases(low, high) if integer_order else _order_cases(low, high),
         convention=what + (f"; {convention}" if convention else ""),
         nondiff=(0,) if integer_order else (),
+        arg_names=("n" if integer_order else "v", "x"),
     )
 
 

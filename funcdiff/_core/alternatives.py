@@ -1,0 +1,105 @@
+"""Which funcdiff function to use instead of a SciPy function that refuses Tensors.
+
+SciPy's Python-level functions (``scipy.linalg.expm``, ``scipy.special.logsumexp``,
+``scipy.stats.norm.logpdf``) convert their arguments with ``np.asarray`` and do not
+dispatch to Tensors. When such a call meets a Tensor that requires grad, the refusal
+message names the funcdiff function that does the same on Tensors, looked up here.
+
+The table is data (names as strings): the core imports nothing above itself, and a
+test checks that every target exists in its funcdiff module.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SCIPY_ALTERNATIVES",
+    "STATS_DISTRIBUTIONS",
+    "STATS_METHODS",
+    "NUMPY_CONSTRUCTION_HINT",
+    "alternative",
+    "stats_method_name",
+]
+
+_LINALG = (
+    "expm",
+    "solve_triangular",
+    "cho_factor",
+    "cho_solve",
+    "solve",
+    "inv",
+    "det",
+    "eigh",
+    "eigvalsh",
+)
+_SPECIAL = ("logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "zeta")
+
+#: Public SciPy function -> the funcdiff function that accepts Tensors in its place.
+SCIPY_ALTERNATIVES: dict[str, str] = {
+    **{f"scipy.linalg.{name}": f"funcdiff.linalg.{name}" for name in _LINALG},
+    **{f"scipy.special.{name}": f"funcdiff.special.{name}" for name in _SPECIAL},
+}
+
+#: The ``scipy.stats`` distributions whose density methods funcdiff.stats provides.
+STATS_DISTRIBUTIONS = frozenset(
+    "norm t gamma beta chi2 expon lognorm laplace cauchy poisson multivariate_normal "
+    "dirichlet".split()
+)
+#: The methods of those distributions that funcdiff.stats provides.
+STATS_METHODS = frozenset("logpdf pdf logcdf cdf logsf sf logpmf pmf".split())
+
+#: Where an ndarray built from Tensors (``np.array([t1, t2])``, ``np.r_``) is the cause.
+NUMPY_CONSTRUCTION_HINT = (
+    "To build an array from Tensors (np.array([t1, t2]), np.r_[t, 1.0], np.c_), use "
+    "funcdiff.numpy (import funcdiff.numpy as np), whose constructors record."
+)
+
+
+def alternative(public_name: str) -> str | None:
+    """The funcdiff replacement for the SciPy function ``public_name``, or None.
+
+    Examples
+    --------
+    >>> alternative("scipy.special.logsumexp")
+    'funcdiff.special.logsumexp'
+    >>> alternative("scipy.stats.norm.logpdf")
+    'funcdiff.stats.norm.logpdf'
+    >>> alternative("scipy.linalg.eigvals") is None
+    True
+    """
+    found = SCIPY_ALTERNATIVES.get(public_name)
+    if found is not None:
+        return found
+    parts = public_name.split(".")
+    if len(parts) == 4 and parts[:2] == ["scipy", "stats"]:
+        if parts[2] in STATS_DISTRIBUTIONS and parts[3] in STATS_METHODS:
+            return f"funcdiff.stats.{parts[2]}.{parts[3]}"
+    return None
+
+
+def stats_method_name(method: str, instance: object) -> str | None:
+    """``scipy.stats.<dist>.<method>`` for a method running on a ``scipy.stats``
+    distribution object (or its frozen form), or None if it is none of those.
+
+    ``rv_continuous``/``rv_discrete`` objects carry ``.name`` (frozen ones ``.dist``);
+    the multivariate ones are named by their class (``multivariate_normal_gen``).
+
+    Examples
+    --------
+    >>> class norm_gen:
+    ...     name = "norm"
+    >>> norm_gen.__module__ = "scipy.stats._continuous_distns"
+    >>> stats_method_name("logpdf", norm_gen())
+    'scipy.stats.norm.logpdf'
+    >>> stats_method_name("logpdf", object()) is None
+    True
+    """
+    if method not in STATS_METHODS:
+        return None
+    cls = type(instance)
+    if not getattr(cls, "__module__", "").startswith("scipy.stats"):
+        return None
+    dist = getattr(instance, "dist", instance)
+    name = getattr(dist, "name", None)
+    if not isinstance(name, str):
+        name = cls.__name__.removesuffix("_gen").removesuffix("_frozen")
+    return f"scipy.stats.{name}.{method}"
