@@ -20,17 +20,8 @@ __all__ = [
     "stats_method_name",
 ]
 
-_LINALG = (
-    "expm",
-    "solve_triangular",
-    "cho_factor",
-    "cho_solve",
-    "solve",
-    "inv",
-    "det",
-    "eigh",
-    "eigvalsh",
-)
+# funcdiff.linalg.__all__ (the core may not import it; tests/test_graph_exits.py compares)
+_LINALG = "expm solve_triangular cho_factor cho_solve solve inv det eigh eigvalsh".split()
 _SPECIAL = ("logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "zeta")
 
 #: Public SciPy function -> the funcdiff function that accepts Tensors in its place.
