@@ -1,5 +1,5 @@
-"""Rearranging rules: repeating, flipping and rolling (also ``fft.fftshift``/``ifftshift``), padding, diagonals and triangles,
-sorting and differences.
+"""Rearranging rules: repeating, flipping and rolling (also ``fft.fftshift`` and
+``fft.ifftshift``), padding, diagonals and triangles, sorting and differences.
 
 Each cotangent is the adjoint rearrangement (sum what was repeated, flip or roll back,
 crop what was padded, scatter back what was taken from a diagonal, gather what was
