@@ -16,6 +16,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     indexing,
     linalg,
     norms,
+    numerical,
     rearrange,
     reductions,
     scans,
