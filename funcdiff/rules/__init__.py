@@ -22,6 +22,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     scans,
     scipy_linalg,
     shape,
+    signal,
     special,
 )
 
