@@ -22,7 +22,7 @@ Examples
 >>> a = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)
 >>> y = np.convolve(a, np.array([1.0, -1.0]), mode="valid")
 >>> y
-tensor([1., 1.], grad_fn=<SliceBackward>)
+tensor([1., 1.], grad_fn=<GetitemBackward>)
 """
 
 from __future__ import annotations
@@ -229,7 +229,10 @@ def _tensor_dispatching(forward: Any) -> Any:
         return forward(in1, in2, mode=mode, method=method)
 
     wrapper.__name__ = wrapper.__qualname__ = forward.__name__
-    wrapper.__doc__ = forward.__doc__
+    wrapper.__doc__ = (
+        f"``scipy.signal.{forward.__name__}`` that hands Tensors to funcdiff "
+        f"(the public face is ``funcdiff.signal.{forward.__name__}``)."
+    )
     return wrapper
 
 
