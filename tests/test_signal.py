@@ -46,8 +46,12 @@ def test_scipy_values_and_gradients(fn, method, mode, s1, s2) -> None:
     w = RNG.standard_normal(want.shape)
     ga, gb = fd.grad(np.sum(y * w), (ta, tb))
     kw = {"mode": mode, "method": "direct"}
-    np.testing.assert_allclose(ga.data.ravel(), _dense(fn, a, b, True, **kw).T @ w.ravel(), atol=1e-11)
-    np.testing.assert_allclose(gb.data.ravel(), _dense(fn, b, a, False, **kw).T @ w.ravel(), atol=1e-11)
+    np.testing.assert_allclose(
+        ga.data.ravel(), _dense(fn, a, b, True, **kw).T @ w.ravel(), atol=1e-11
+    )
+    np.testing.assert_allclose(
+        gb.data.ravel(), _dense(fn, b, a, False, **kw).T @ w.ravel(), atol=1e-11
+    )
 
 
 @pytest.mark.parametrize("fn", [np.convolve, np.correlate])

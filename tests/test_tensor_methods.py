@@ -16,7 +16,11 @@ METHODS = [
     ("sin", np.sin, np.cos),
     ("cos", np.cos, lambda x: -np.sin(x)),
     ("tanh", np.tanh, lambda x: 1.0 - np.tanh(x) ** 2),
-    ("sigmoid", scipy.special.expit, lambda x: scipy.special.expit(x) * (1 - scipy.special.expit(x))),
+    (
+        "sigmoid",
+        scipy.special.expit,
+        lambda x: scipy.special.expit(x) * (1 - scipy.special.expit(x)),
+    ),
     ("sqrt", np.sqrt, lambda x: 0.5 / np.sqrt(x)),
     ("abs", np.abs, np.sign),
     ("neg", np.negative, lambda x: -np.ones_like(x)),

@@ -26,10 +26,10 @@ import scipy.linalg
 from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff.rules.contractions import _mT
 from funcdiff.rules.linalg import (
+    _DET_CONVENTION,
     _SYM_NOTE,
     _SYMMETRIC,
     _cholesky_core_vjp,
-    _DET_CONVENTION,
     _det_vjp,
     _inv_vjp,
     _solve_many,

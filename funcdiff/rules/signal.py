@@ -112,9 +112,7 @@ def _numpy_1d(name: str, a: Any, v: Any, mode: Any) -> tuple[int, int]:
         if np.shape(arg)[0] == 0:
             raise ValueError(f"{label} cannot be empty")
     if mode not in _MODES:
-        raise ValueError(
-            f"numpy.{name}: mode must be one of 'full', 'same', 'valid', got {mode!r}"
-        )
+        raise ValueError(f"numpy.{name}: mode must be one of 'full', 'same', 'valid', got {mode!r}")
     return np.shape(a)[0], np.shape(v)[0]
 
 
@@ -146,7 +144,9 @@ _NP_CASES = (
     Case((Arg((4,)), Arg((6,))), {"mode": "same"}),
     Case((Arg((5,)), Arg((2,))), {"mode": "same"}),
     Case((Arg((3,)), Arg((5,))), {"mode": "valid"}),
-    Case((Arg((1,)), Arg((1,))),),
+    Case(
+        (Arg((1,)), Arg((1,))),
+    ),
 )
 register(
     Rule(
@@ -176,20 +176,20 @@ register(
 def _scipy_shapes(name: str, in1: Any, in2: Any, mode: Any, method: Any) -> tuple:
     if mode not in _MODES:
         raise ValueError(
-            f"scipy.signal.{name}: mode must be 'full', 'same' or 'valid', got {mode!r}"
+            f"funcdiff.signal.{name}: mode must be 'full', 'same' or 'valid', got {mode!r}"
         )
     if method not in ("auto", "direct", "fft"):
         raise ValueError(
-            f"scipy.signal.{name}: method must be 'auto', 'direct' or 'fft', got {method!r}"
+            f"funcdiff.signal.{name}: method must be 'auto', 'direct' or 'fft', got {method!r}"
         )
     s1, s2 = tuple(np.shape(in1)), tuple(np.shape(in2))
     if len(s1) != len(s2):
         raise ValueError(
-            f"scipy.signal.{name}: in1 and in2 should have the same dimensionality "
+            f"funcdiff.signal.{name}: in1 and in2 should have the same dimensionality "
             f"(got {len(s1)} and {len(s2)})"
         )
     if 0 in s1 or 0 in s2:
-        raise ValueError(f"scipy.signal.{name}: in1 and in2 must not be empty")
+        raise ValueError(f"funcdiff.signal.{name}: in1 and in2 must not be empty")
     if mode == "valid" and not (
         all(p >= q for p, q in zip(s1, s2, strict=True))
         or all(q >= p for p, q in zip(s1, s2, strict=True))
