@@ -18,6 +18,7 @@ from funcdiff import (
     functional,
     linalg,
     optimize,
+    signal,
     special,
 )
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
@@ -51,6 +52,7 @@ __all__ = [
     "autograd",
     "functional",
     "linalg",
+    "signal",
     "special",
     "optimize",
     "gradcheck",

@@ -21,6 +21,7 @@ from types import FunctionType
 from typing import Any
 
 import numpy as np
+import scipy.special
 
 from funcdiff._core.registry import UFUNC_RULES
 from funcdiff._core.tensor import Tensor
@@ -29,7 +30,7 @@ from funcdiff.ops.dispatch import array_function, astype, call_positional, call_
 from funcdiff.ops.inplace import inplace_ufunc, setitem
 from funcdiff.ops.protocol import array_ufunc
 
-__all__ = ["TENSOR_OPERATORS", "install"]
+__all__ = ["TENSOR_OPERATORS", "TENSOR_METHODS", "install"]
 
 #: The operator table: ``(name, ufunc, via)`` for ``Tensor.__{name}__``. ``via`` is
 #: ``"rule"`` (the ufunc's rule, on the fast positional path), ``"rule+r"`` (also the
@@ -68,6 +69,22 @@ TENSOR_OPERATORS: tuple[tuple[str, np.ufunc, str], ...] = (
 )
 
 _UNARY = frozenset({"neg", "pos", "abs", "invert"})
+
+#: The torch-style elementwise methods: ``(name, ufunc)`` for ``Tensor.name(...)``, which
+#: is ``ufunc(self, ...)`` recorded through the ufunc's rule (``x.exp()`` is
+#: ``np.exp(x)``, ``x.pow(p)`` is ``np.power(x, p)``). ``abs`` is a method of its own.
+TENSOR_METHODS: tuple[tuple[str, np.ufunc], ...] = (
+    ("exp", np.exp),
+    ("log", np.log),
+    ("sin", np.sin),
+    ("cos", np.cos),
+    ("tanh", np.tanh),
+    ("sigmoid", scipy.special.expit),
+    ("sqrt", np.sqrt),
+    ("neg", np.negative),
+    ("square", np.square),
+    ("pow", np.power),
+)
 
 
 def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
@@ -113,6 +130,28 @@ def _in_place(ufunc: np.ufunc) -> Callable:
     return op
 
 
+def _ufunc_method(name: str, ufunc: np.ufunc) -> Callable:
+    """``Tensor.name(*others)``: ``ufunc(self, *others)`` through the ufunc's rule."""
+    qualified = f"scipy.special.{ufunc.__name__}" if ufunc is scipy.special.expit else None
+    qualified = qualified or f"numpy.{ufunc.__name__}"
+    if ufunc.nin == 1:
+
+        def method(self: Tensor) -> Tensor:
+            rule = UFUNC_RULES.get(ufunc)
+            return call_positional(rule, (self,)) if rule else call_ufunc(ufunc, self)
+
+        method.__doc__ = f"Elementwise ``{qualified}`` of this tensor (``x.{name}()``)."
+    else:
+
+        def method(self: Tensor, other: Any) -> Tensor:
+            rule = UFUNC_RULES.get(ufunc)
+            args = (self, other)
+            return call_positional(rule, args) if rule else call_ufunc(ufunc, *args)
+
+        method.__doc__ = f"Elementwise ``{qualified}(x, other)`` (``x.{name}(other)``)."
+    return method
+
+
 def _operators() -> dict[str, Callable]:
     """The dunder methods of :data:`TENSOR_OPERATORS`, by name."""
     methods: dict[str, Callable] = {}
@@ -125,6 +164,8 @@ def _operators() -> dict[str, Callable]:
         methods[f"__{name}__"] = op
         if via.endswith("+r"):
             methods[f"__r{name}__"] = rop
+    for name, ufunc in TENSOR_METHODS:
+        methods[name] = _ufunc_method(name, ufunc)
     return methods
 
 
@@ -150,6 +191,39 @@ class _Methods:
     def abs(self) -> Tensor:
         """Elementwise absolute value (``abs'(0) = 0``)."""
         return call_ufunc(np.absolute, self)
+
+    def clamp(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
+        """Clip values to ``[min, max]``, torch's name for ``np.clip(x, min, max)``.
+
+        The gradient follows ``np.clip``: 1 strictly inside the bounds, 0 at and beyond
+        them (torch passes the gradient at a bound itself).
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> fd.tensor([-2.0, 0.5, 3.0]).clamp(-1.0, 1.0)
+        tensor([-1. ,  0.5,  1. ])
+        """
+        return np.clip(self, min, max)
+
+    def zero_(self) -> Tensor:
+        """Fill with zeros in place and return this tensor (torch's ``zero_``).
+
+        Allowed on tensors that do not require grad and on results of recorded
+        operations (the gradient to their history becomes zero); refused on a leaf that
+        requires grad, unless under :func:`funcdiff.no_grad`. Bumps the version
+        counter, so a value saved for backward and changed since is refused.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> y = x * 3.0
+        >>> y.zero_()
+        tensor([0., 0.], grad_fn=<SetitemBackward>)
+        """
+        setitem(self, Ellipsis, 0)
+        return self
 
     def astype(self, dtype: Any) -> Tensor:
         """Cast to ``dtype``; the gradient is cast back (none for integer results)."""

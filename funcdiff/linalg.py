@@ -320,13 +320,14 @@ def inv(
 def det(
     a: ArrayLike | Tensor, overwrite_a: bool = False, check_finite: bool = True
 ) -> np.ndarray | Tensor:
-    """Determinant, as ``scipy.linalg.det``; the gradient is ``det(a) inv(a)^T``.
+    """Determinant, as ``scipy.linalg.det``; the gradient is ``adj(a)^T``.
 
     Parameters
     ----------
     a : (..., N, N) array_like or Tensor
-        Square matrix; the gradient needs it invertible (a singular ``a`` raises
-        ``LinAlgError`` in the backward pass).
+        Square matrix of any rank: the gradient is ``det(a) inv(a)^T`` for a
+        well-conditioned ``a`` and the adjugate (cofactors) otherwise, which also
+        exists at singular matrices (as for ``np.linalg.det``).
     %(overwrite_a)s
 
     Returns

@@ -666,6 +666,31 @@ CATALOGUE: tuple[Entry, ...] = (
         "use funcdiff.numpy (import funcdiff.numpy as np), whose constructors record",
     ),
     _e(
+        "unsup-interp-xp",
+        G_UNSUP,
+        "differentiating np.interp with respect to the sample points xp",
+        "xp = fd.tensor([0.0, 1.0, 2.0], requires_grad=True)\n"
+        "np.interp(0.5, xp, np.array([0.0, 1.0, 4.0]))",
+        TypeError,
+        "numpy.interp is not differentiable in xp",
+    ),
+    _e(
+        "unsup-gradient-spacing",
+        G_UNSUP,
+        "differentiating np.gradient with respect to its spacing",
+        X3 + "h = fd.tensor(0.5, requires_grad=True)\nnp.gradient(x, h)",
+        TypeError,
+        "numpy.gradient is not differentiable in the spacing (varargs)",
+    ),
+    _e(
+        "op-convolve-ndim",
+        G_OPS,
+        "funcdiff.signal.convolve of inputs with different numbers of dimensions",
+        X3 + "fd.signal.convolve(x, np.ones((2, 2)))",
+        ValueError,
+        "in1 and in2 should have the same dimensionality (got 1 and 2)",
+    ),
+    _e(
         "unsup-complex",
         G_UNSUP,
         "a complex intermediate result",

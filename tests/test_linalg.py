@@ -451,11 +451,10 @@ def test_matrix_power_needs_an_integer_exponent():
         np.linalg.matrix_power(a, 2.0)
 
 
-def test_det_gradient_at_a_singular_matrix_is_a_clear_error():
+def test_det_gradient_at_a_singular_matrix_is_the_adjugate():
     a = fd.tensor([[1.0, 2.0], [2.0, 4.0]], requires_grad=True)
-    d = np.linalg.det(a)
-    with pytest.raises(np.linalg.LinAlgError, match="singular"):
-        fd.grad(d, a)
+    (g,) = fd.grad(np.linalg.det(a), a)  # adj(A)^T = [[d, -c], [-b, a]]
+    np.testing.assert_array_equal(g.data, [[4.0, -2.0], [-2.0, 1.0]])
 
 
 # ------------------------------------------------------------------ batches and stacks
@@ -678,3 +677,86 @@ def test_scipy_wrappers_never_overwrite_a_tensors_data(by_keyword: bool) -> None
         np.testing.assert_array_equal(a.data, a0, err_msg=name)
         np.testing.assert_array_equal(b.data, b0, err_msg=name)
         np.testing.assert_allclose(value.data, references[name](), rtol=1e-12, err_msg=name)
+
+
+class TestDetAtSingularMatrices:
+    """det's gradient is the adjugate transposed, which exists at every rank."""
+
+    @staticmethod
+    def _matrices():
+        rng = np.random.default_rng(3)
+        u, v = rng.standard_normal((2, 3))
+        rank1 = np.outer(u, v)
+        b = rng.standard_normal((3, 2))
+        rank2 = b @ rng.standard_normal((2, 3))
+        return {"rank1": rank1, "rank2": rank2}
+
+    @staticmethod
+    def _fd_gradient(f, a, h=1e-5):
+        out = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            e = np.zeros_like(a)
+            e[idx] = h
+            out[idx] = (f(a + e) - f(a - e)) / (2 * h)
+        return out
+
+    @pytest.mark.parametrize("name", ["rank1", "rank2"])
+    @pytest.mark.parametrize("det", [np.linalg.det, fd.linalg.det], ids=["numpy", "scipy"])
+    def test_first_order_matches_central_differences(self, name, det) -> None:
+        a = self._matrices()[name]
+        x = fd.tensor(a, requires_grad=True)
+        (g,) = fd.grad(det(x), x)
+        want = self._fd_gradient(np.linalg.det, a)
+        np.testing.assert_allclose(g.data, want, atol=1e-8)
+        if name == "rank1":  # every 2x2 minor of a rank-1 matrix vanishes
+            np.testing.assert_allclose(g.data, 0.0, atol=1e-14)
+        else:  # adj(A) = outer(right null vector, left null vector) * c, nonzero
+            assert np.abs(g.data).max() > 1e-3
+
+    @pytest.mark.parametrize("name", ["rank1", "rank2"])
+    def test_second_order_matches_central_differences(self, name) -> None:
+        a = self._matrices()[name]
+        x = fd.tensor(a, requires_grad=True)
+        (g,) = fd.grad(np.linalg.det(x), x, create_graph=True)
+        direction = np.random.default_rng(5).standard_normal((3, 3))
+        (hv,) = fd.grad(np.sum(g * direction), x)
+
+        def grad_along(m):
+            t = fd.tensor(m, requires_grad=True)
+            return np.sum(fd.grad(np.linalg.det(t), t)[0].data * direction)
+
+        want = self._fd_gradient(grad_along, a)
+        np.testing.assert_allclose(hv.data, want, atol=1e-7)
+        assert np.abs(hv.data).max() > 1e-3  # the second derivative is not zero there
+
+    def test_batched_cotangents_at_a_singular_matrix(self) -> None:
+        a = self._matrices()["rank2"]
+        x = fd.tensor(np.stack([a, 2.0 * a]), requires_grad=True)
+        y = np.linalg.det(x)
+        (g,) = fd.grad(y, x, grad_outputs=np.eye(2), is_grads_batched=True)
+        for k, scale in enumerate((1.0, 2.0)):
+            want = self._fd_gradient(np.linalg.det, scale * a)
+            np.testing.assert_allclose(g.data[k, k], want, atol=1e-7)
+            np.testing.assert_array_equal(g.data[k, 1 - k], 0.0)
+
+    def test_large_singular_matrix_uses_the_svd_form(self) -> None:
+        rng = np.random.default_rng(11)
+        n = 26
+        a = rng.standard_normal((n, n - 1)) @ rng.standard_normal((n - 1, n)) / np.sqrt(n)
+        x = fd.tensor(a, requires_grad=True)
+        (g,) = fd.grad(np.linalg.det(x), x)
+        # adj(A)^T = U diag(prod_{j!=i} s_j) V^T det(U) det(V^T): check it independently
+        u, s, vt = np.linalg.svd(a)
+        p = np.array([np.prod(np.delete(s, i)) for i in range(n)])
+        want = np.linalg.det(u) * np.linalg.det(vt) * (u * p) @ vt
+        np.testing.assert_allclose(g.data, want, atol=1e-10 * np.abs(want).max())
+        idx = (3, 7)
+        e = np.zeros_like(a)
+        e[idx] = 1e-6
+        fd_entry = (np.linalg.det(a + e) - np.linalg.det(a - e)) / 2e-6
+        assert g.data[idx] == pytest.approx(fd_entry, rel=1e-5)
+
+    def test_slogdet_at_a_singular_matrix_still_raises(self) -> None:
+        x = fd.tensor(self._matrices()["rank1"], requires_grad=True)
+        with pytest.raises(np.linalg.LinAlgError):
+            fd.grad(np.linalg.slogdet(x)[1], x)

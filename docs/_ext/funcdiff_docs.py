@@ -31,6 +31,8 @@ FAMILIES = {
     "shape": "Shape manipulation, joining, splitting and sorting",
     "indexing": "Indexing, selection and scatter",
     "linalg": "Linear algebra",
+    "numerical": "Interpolation, polynomials and numerical derivatives",
+    "signal": "Convolution and correlation",
     "special": "Special functions (``scipy.special``)",
     "constants": "Functions with constant (integer or boolean) results",
 }
@@ -89,12 +91,13 @@ def _ufunc_call(uf: np.ufunc) -> str:
 def _function_call(fn: Any) -> tuple[str, bool]:
     """``(how a user calls fn, whether it is an internal helper)``."""
     import funcdiff.linalg
+    import funcdiff.signal
     import funcdiff.special
 
     name = getattr(fn, "__name__", repr(fn))
     module = getattr(fn, "__module__", "") or ""
     if module.startswith("funcdiff."):
-        for public in (funcdiff.special, funcdiff.linalg):
+        for public in (funcdiff.special, funcdiff.linalg, funcdiff.signal):
             if name in getattr(public, "__all__", ()):
                 return f"{public.__name__}.{name}", False
         return f"{module}.{name}", True
@@ -102,7 +105,7 @@ def _function_call(fn: Any) -> tuple[str, bool]:
     qualified = f"{public or module}.{name}"
     if qualified.startswith("scipy."):
         # SciPy's Python functions do not dispatch to Tensors: funcdiff's wrappers do.
-        for wrapper in (funcdiff.special, funcdiff.linalg):
+        for wrapper in (funcdiff.special, funcdiff.linalg, funcdiff.signal):
             short = wrapper.__name__.split(".")[-1]
             if qualified.startswith(f"scipy.{short}.") and name in wrapper.__all__:
                 return f"{wrapper.__name__}.{name}", False

@@ -22,12 +22,14 @@ __all__ = [
 
 # funcdiff.linalg.__all__ (the core may not import it; tests/test_graph_exits.py compares)
 _LINALG = "expm solve_triangular cho_factor cho_solve solve inv det eigh eigvalsh".split()
+_SIGNAL = ("convolve", "correlate")
 _SPECIAL = ("logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "zeta")
 
 #: Public SciPy function -> the funcdiff function that accepts Tensors in its place.
 SCIPY_ALTERNATIVES: dict[str, str] = {
     **{f"scipy.linalg.{name}": f"funcdiff.linalg.{name}" for name in _LINALG},
     **{f"scipy.special.{name}": f"funcdiff.special.{name}" for name in _SPECIAL},
+    **{f"scipy.signal.{name}": f"funcdiff.signal.{name}" for name in _SIGNAL},
 }
 
 #: The ``scipy.stats`` distributions whose density methods funcdiff.stats provides.

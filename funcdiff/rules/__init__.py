@@ -12,15 +12,18 @@ from funcdiff._core.registry import (
 from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     constants,
     contractions,
+    eigen,
     elementwise,
     indexing,
     linalg,
     norms,
+    numerical,
     rearrange,
     reductions,
     scans,
     scipy_linalg,
     shape,
+    signal,
     special,
     zeta,
 )

@@ -1,4 +1,4 @@
-"""``numpy.linalg`` rules: ``inv``, ``solve``, ``det``/``slogdet``, ``cholesky``, ``eigh``,
+"""``numpy.linalg`` rules: ``inv``, ``solve``, ``det``/``slogdet``, ``cholesky``,
 ``svd``, ``qr``, ``pinv``, ``lstsq`` and ``matrix_power``.
 
 Every vjp here is written with calls that have rules themselves (``matmul``, ``solve``,
@@ -26,7 +26,8 @@ Conventions (also in each rule's ``convention``)
   ``sum(f(l))``) are exact even then; gradients through the vectors of a repeated value
   are undefined (the decomposition is not differentiable there), and the finite value
   returned leaves out the rotation inside the degenerate subspace.
-* ``det``, ``inv``, ``solve``, ``slogdet``, ``qr`` need invertible (full-rank) inputs;
+* ``inv``, ``solve``, ``slogdet``, ``qr`` need invertible (full-rank) inputs; ``det``
+  takes the adjugate at singular ones;
   ``pinv`` and ``lstsq`` differentiate the pseudo-inverse at constant rank.
 """
 
@@ -229,17 +230,78 @@ def _det_gradient(a, scale):
         ) from None
 
 
+#: Above this 1-norm condition number ``det(A) A^-T`` loses too many digits: the
+#: gradient of ``det`` is then the adjugate, computed without inverting ``A``.
+_DET_COND_LIMIT = 1e6
+#: Up to this size the adjugate is the cofactor matrix (minors' determinants, exact at
+#: every order and every rank); above it, the SVD form (exact at first order).
+_COFACTOR_MAX_N = 24
+_DET_CONVENTION = (
+    "gradient det(A) A^-T; for a singular or ill-conditioned A the adjugate (cofactor "
+    "matrix), exact at every order for n <= 24, by the SVD at first order above"
+)
+
+
+def _adjugate_transposed(a):
+    """``adj(A)^T``, the gradient of ``det`` at any rank, written with recorded calls.
+
+    For ``n <= 24``: cofactors ``(-1)^(i+j) det(minor_ij)``, a polynomial in ``A`` whose
+    derivatives are again ``det`` gradients (of the minors), so every order is exact even
+    at singular points. Above: ``det(U) det(V^T) U diag(prod_{j!=i} s_j) V^T`` from the
+    SVD, valid at any rank (the products never divide by a singular value).
+    """
+    shape = tuple(np.shape(a))
+    n = shape[-1]
+    if n <= 1:
+        return np.ones(shape)
+    if n <= _COFACTOR_MAX_N:
+        keep = np.array([[j for j in range(n) if j != i] for i in range(n)])
+        rows = keep[:, None, :, None]
+        cols = keep[None, :, None, :]
+        minors = a[..., rows, cols]  # (..., n, n, n-1, n-1)
+        signs = 1.0 - 2.0 * (np.add.outer(np.arange(n), np.arange(n)) % 2)
+        return signs * np.linalg.det(minors)
+    u, s, vt = np.linalg.svd(a)
+    others = np.where(np.eye(n, dtype=bool), 1.0, np.expand_dims(s, -2))
+    products = np.prod(others, axis=-1)  # prod_{j != i} s_j
+    sign = np.linalg.det(_value(u)) * np.linalg.det(_value(vt))
+    return _expand2(sign) * np.matmul(u * np.expand_dims(products, -2), vt)
+
+
+def _expand2(x):
+    return np.expand_dims(np.expand_dims(x, -1), -1)
+
+
+def _det_vjp(g, ans, a):
+    inv = None
+    try:
+        with np.errstate(all="ignore"):
+            inv = np.linalg.inv(a)
+        a_v, inv_v = _value(a), _value(inv)
+        if a_v.shape[-1] and not np.all(
+            np.linalg.norm(a_v, 1, axis=(-2, -1)) * np.linalg.norm(inv_v, 1, axis=(-2, -1))
+            < _DET_COND_LIMIT
+        ):
+            inv = None
+    except LinAlgError:
+        pass
+    if inv is not None:
+        return _expand2(g * ans) * _mT(inv)
+    return _expand2(g) * _adjugate_transposed(a)
+
+
 register(
     Rule(
         "linalg.det",
         np.linalg.det,
-        vjps={0: lambda g, ans, a: _det_gradient(a, g * ans)},
+        vjps={0: _det_vjp},
         cases=(
             Case((Arg((3, 3), kind="wellcond"),)),
             Case((Arg((2, 2, 2), kind="wellcond"),)),
             Case((Arg((3, 3)),)),
+            Case((Arg((1, 1)),)),
         ),
-        convention="gradient det(A) A^-T; a singular A raises LinAlgError",
+        convention=_DET_CONVENTION,
         family="linalg",
     ),
     np.linalg.det,
@@ -254,7 +316,10 @@ register(
             Case((Arg((2, 3, 3), kind="spd"),)),
             Case((Arg((3, 3)),)),
         ),
-        convention="sign is piecewise constant (zero gradient); d logabsdet = A^-T",
+        convention=(
+            "sign is piecewise constant (zero gradient); d logabsdet = A^-T; a singular A "
+            "(logabsdet = -inf) raises LinAlgError"
+        ),
         family="linalg",
     ),
     np.linalg.slogdet,
@@ -295,106 +360,6 @@ register(
         family="linalg",
     ),
     np.linalg.cholesky,
-)
-
-
-# ----------------------------------------------------------------------------- eigh, eigvalsh
-_ONE_TRIANGLE = (
-    "one-triangle convention: NumPy reads only the triangle UPLO names (with the "
-    "diagonal), and the gradient is that of the function NumPy computes: on that "
-    "triangle, zero on the other, so it matches finite differences along any direction; "
-    "its off-diagonal entries are twice those of the symmetric gradient (funcdiff.linalg."
-    "eigh(a, gradient='symmetric') gives the symmetric one)"
-)
-
-
-def _one_triangle(g_sym, lower: bool):
-    """The gradient on the triangle that is read, from the symmetric gradient ``g_sym``.
-
-    An entry ``a[i, j]`` of the triangle read (``i > j`` for the lower one) stands for
-    both ``A[i, j]`` and ``A[j, i]`` of the symmetric matrix, so it collects both of their
-    gradients; the diagonal stands for itself and the other triangle is not read.
-    """
-    n = np.shape(g_sym)[-1]
-    strict = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
-    return (g_sym + _mT(g_sym)) * (strict + 0.5 * np.eye(n))
-
-
-def _reads_lower(uplo) -> bool:
-    return str(uplo).upper() == "L"
-
-
-def _eigh_symmetric_gradient(g, ans):
-    """``V (F o sym(V^T gV) + diag(gw)) V^T``: the gradient w.r.t. the symmetric matrix."""
-    w, v = ans
-    gw, gv = g
-    inner = 0.0
-    if not _is_zero(gv):
-        p = np.matmul(_mT(v), gv)
-        inner = _safe_inverse_gaps(w) * (p - _mT(p)) * 0.5
-    if not _is_zero(gw) or np.ndim(inner) == 0:
-        inner = inner + _diag_embed(gw)
-    return np.matmul(np.matmul(v, inner), _mT(v))
-
-
-def _eigvalsh_symmetric_gradient(g, v):
-    """``V diag(g) V^T``, the gradient of the eigenvalues w.r.t. the symmetric matrix."""
-    return np.matmul(v * np.expand_dims(g, -2), _mT(v))
-
-
-def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
-    return _one_triangle(_eigh_symmetric_gradient(g, ans), _reads_lower(UPLO))
-
-
-def _eigvalsh_vjp(g, ans, a, UPLO="L"):  # noqa: N803
-    # eigh again (not a stored copy), so that higher orders differentiate the vectors too.
-    _, v = np.linalg.eigh(a, UPLO=UPLO)
-    return _one_triangle(_eigvalsh_symmetric_gradient(g, v), _reads_lower(UPLO))
-
-
-def _eigh_gauge(result):
-    w, v = result
-    return w, v * np.sign(v[..., :1, :])
-
-
-def _eigh_function(result):
-    w, v = result  # V diag(sin w) V^T: independent of the eigenvector signs
-    return np.matmul(v * np.sin(w)[..., None, :], _mT(v))
-
-
-# General (non-symmetric) matrices: NumPy reads one triangle, so finite differences of
-# its function along every entry check the one-triangle gradient.
-register(
-    Rule(
-        "linalg.eigh",
-        np.linalg.eigh,
-        vjps={0: _eigh_vjp},
-        cases=(
-            Case((Arg((3, 3)),), output=_eigh_gauge),
-            Case((Arg((4, 4)),), {"UPLO": "U"}, output=_eigh_gauge),
-            Case((Arg((2, 3, 3)),), {"UPLO": "U"}, output=_eigh_gauge),
-            Case((Arg((3, 3)),), output=_eigh_function),
-            Case((Arg((1, 1)),), output=_eigh_gauge),
-        ),
-        convention=_ONE_TRIANGLE + "; " + _DEGENERATE,
-        family="linalg",
-    ),
-    np.linalg.eigh,
-)
-register(
-    Rule(
-        "linalg.eigvalsh",
-        np.linalg.eigvalsh,
-        vjps={0: _eigvalsh_vjp},
-        cases=(
-            Case((Arg((3, 3)),)),
-            Case((Arg((2, 4, 4)),), {"UPLO": "U"}),
-            Case((Arg((1, 1)),)),
-        ),
-        convention=_ONE_TRIANGLE,
-        family="linalg",
-    ),
-    np.linalg.eigvalsh,
 )
 
 

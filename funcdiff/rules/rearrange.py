@@ -1,5 +1,5 @@
-"""Rearranging rules: repeating, flipping and rolling, padding, diagonals and triangles,
-sorting and differences.
+"""Rearranging rules: repeating, flipping and rolling (also ``fft.fftshift`` and
+``fft.ifftshift``), padding, diagonals and triangles, sorting and differences.
 
 Each cotangent is the adjoint rearrangement (sum what was repeated, flip or roll back,
 crop what was padded, scatter back what was taken from a diagonal, gather what was
@@ -464,5 +464,46 @@ if hasattr(np, "trapezoid"):
                 Case((Arg((3, 4)), Arg((3, 4))), {"axis": 0}),
             ),
             impl=_trapezoid,
+        )
+    )
+
+
+# ---------------------------------------------------------------- FFT frequency shifts
+def _fft_shift_impl(forward: bool):
+    """``fftshift`` (``forward``) or ``ifftshift`` as a roll along ``axes``.
+
+    A roll is a permutation: its cotangent is the opposite roll, so the vjp of
+    ``fftshift`` is ``ifftshift`` of the cotangent, at every order.
+    """
+
+    def impl(x, axes=None):
+        ndim = np.ndim(x)
+        axes_t = _axes_tuple(axes, ndim)
+        shape = np.shape(x)
+        shifts = tuple(shape[a] // 2 if forward else -(shape[a] // 2) for a in axes_t)
+        if not axes_t:  # a 0-d input, or axes=()
+            return np.roll(x, 0)
+        return np.roll(x, shifts, axis=axes_t)
+
+    return impl
+
+
+for _shift_name, _shift_fn, _forward in (
+    ("fft.fftshift", np.fft.fftshift, True),
+    ("fft.ifftshift", np.fft.ifftshift, False),
+):
+    register(
+        _rule(
+            _shift_name,
+            _shift_fn,
+            cases=(
+                Case((Arg((5,)),)),
+                Case((Arg((4,)),)),
+                Case((Arg((3, 4)),)),
+                Case((Arg((3, 5)),), {"axes": 1}),
+                Case((Arg((2, 3, 4)),), {"axes": (0, -1)}),
+            ),
+            convention="real input; a roll by n//2 along each axis in axes (all by default)",
+            impl=_fft_shift_impl(_forward),
         )
     )

@@ -33,18 +33,21 @@ import scipy.linalg
 
 from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff.rules.contractions import _mT
-from funcdiff.rules.linalg import (
-    _DEGENERATE,
-    _SYM_NOTE,
-    _SYMMETRIC,
-    _cholesky_core_vjp,
-    _det_gradient,
+from funcdiff.rules.eigen import (
     _eigh_function,
     _eigh_gauge,
     _eigh_symmetric_gradient,
     _eigvalsh_symmetric_gradient,
-    _inv_vjp,
     _one_triangle,
+)
+from funcdiff.rules.linalg import (
+    _DEGENERATE,
+    _DET_CONVENTION,
+    _SYM_NOTE,
+    _SYMMETRIC,
+    _cholesky_core_vjp,
+    _det_vjp,
+    _inv_vjp,
     _solution_outer,
     _solve_many,
     _solve_triangular,
@@ -369,9 +372,9 @@ register(
     Rule(
         "scipy.linalg.det",
         _scipy_det,
-        vjps={0: lambda g, ans, a, overwrite_a=False, check_finite=True: _det_gradient(a, g * ans)},
+        vjps={0: lambda g, ans, a, overwrite_a=False, check_finite=True: _det_vjp(g, ans, a)},
         cases=(Case((Arg((3, 3), kind="wellcond"),)), Case((Arg((2, 2, 2)),))),
-        convention="gradient det(A) A^-T; a singular A raises LinAlgError",
+        convention=_DET_CONVENTION,
         family="linalg",
     ),
     scipy.linalg.det,
