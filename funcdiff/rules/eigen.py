@@ -12,10 +12,9 @@ Examples
 >>> import numpy as np
 >>> import funcdiff as fd
 >>> a = fd.tensor([[2.0, 5.0], [1.0, 3.0]], requires_grad=True)
->>> np.sum(np.linalg.eigvalsh(a)).backward()  # the trace of the lower triangle's matrix
->>> a.grad
-tensor([[1., 0.],
-        [0., 1.]])
+>>> np.sum(np.linalg.eigvalsh(a) ** 2).backward()  # the squared Frobenius norm of sym(a)
+>>> bool(np.allclose(a.grad.data, [[4.0, 0.0], [4.0, 6.0]]))  # 2 a_ii; 4 a_ij below
+True
 """
 
 from __future__ import annotations
