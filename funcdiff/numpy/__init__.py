@@ -35,7 +35,7 @@ True
 >>> v
 tensor([0.5, 1. , 1. ], grad_fn=<StackBackward>)
 >>> fd.grad(np.sum(v ** 2), [a, b])  # d(a² + a²b² + 1) = (2a + 2ab², 2a²b)
-(tensor(4.5), tensor(0.5))
+(tensor(5.), tensor(1.))
 """
 
 from __future__ import annotations
