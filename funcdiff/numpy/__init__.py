@@ -46,10 +46,14 @@ from typing import Any
 import numpy
 from numpy import *  # noqa: F403  (NumPy's public namespace, overridden below)
 
-from funcdiff.numpy import fft, linalg
 from funcdiff.numpy._casts import CAST_TYPES, cast_type
 from funcdiff.numpy._creation import array, asanyarray, asarray, joining, lifting
 from funcdiff.numpy._index_tricks import c_, r_
+
+# Imported as modules: ``from funcdiff.numpy import linalg`` would find NumPy's ``linalg``,
+# which ``from numpy import *`` has already put here.
+import funcdiff.numpy.fft as fft  # noqa: E402
+import funcdiff.numpy.linalg as linalg  # noqa: E402
 
 random = numpy.random
 # ``import funcdiff.numpy.random`` gives NumPy's own module (one global random state).
