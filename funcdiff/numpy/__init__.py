@@ -46,14 +46,14 @@ from typing import Any
 import numpy
 from numpy import *  # noqa: F403  (NumPy's public namespace, overridden below)
 
+# The overrides (names re-exported through __all__, which is built below). The submodules
+# are imported as modules: ``from funcdiff.numpy import linalg`` would find NumPy's
+# ``linalg``, which ``from numpy import *`` has already put here.
+import funcdiff.numpy.fft as fft  # noqa: F401
+import funcdiff.numpy.linalg as linalg  # noqa: F401
 from funcdiff.numpy._casts import CAST_TYPES, cast_type
-from funcdiff.numpy._creation import array, asanyarray, asarray, joining, lifting
-from funcdiff.numpy._index_tricks import c_, r_
-
-# Imported as modules: ``from funcdiff.numpy import linalg`` would find NumPy's ``linalg``,
-# which ``from numpy import *`` has already put here.
-import funcdiff.numpy.fft as fft  # noqa: E402
-import funcdiff.numpy.linalg as linalg  # noqa: E402
+from funcdiff.numpy._creation import array, asanyarray, asarray, joining, lifting  # noqa: F401
+from funcdiff.numpy._index_tricks import c_, r_  # noqa: F401
 
 random = numpy.random
 # ``import funcdiff.numpy.random`` gives NumPy's own module (one global random state).
@@ -66,7 +66,7 @@ LIFTED: dict[str, tuple[str, ...]] = {
         name: ("a",)
         for name in (
             "sum prod mean std var average max min amax amin cumsum cumprod ptp "
-            "nansum nanmean median transpose reshape ravel squeeze expand_dims "
+            "nansum nanmean transpose reshape ravel squeeze expand_dims "
             "atleast_1d atleast_2d atleast_3d diag trace clip"
         ).split()
     },
@@ -78,7 +78,6 @@ LIFTED: dict[str, tuple[str, ...]] = {
     "matmul": ("x1", "x2"),
     "tensordot": ("a", "b"),
     "kron": ("a", "b"),
-    "cross": ("a", "b"),
     "where": ("condition", "x", "y"),
 }
 

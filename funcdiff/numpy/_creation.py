@@ -50,7 +50,7 @@ def _stacked(obj: Any, argument: str) -> Any:
             f"the same shape (NumPy would make an object array, which carries no gradient), "
             f"got shapes {sorted(shapes)}"
         )
-    if any(item.dtype == object for item in items):
+    if any(item.dtype.kind not in "biufc" for item in items):
         raise TypeError(
             f"{argument}: a sequence holding Tensors cannot also hold objects that are not "
             "numbers or arrays (NumPy would make an object array, which carries no gradient)"
@@ -71,7 +71,7 @@ def lift(obj: Any, argument: str = "a") -> Any:
 
 def _cast(t: Tensor, dtype: Any, argument: str) -> Tensor:
     dtype = numpy.dtype(dtype)
-    if dtype == object:
+    if dtype.kind == "O":
         raise TypeError(
             f"{argument}: dtype=object cannot hold a Tensor's gradient; pass a numeric dtype "
             "or call tensor.detach() first to drop the gradient on purpose"
@@ -203,8 +203,7 @@ def lifting(function: Callable[..., Any], *arguments: str) -> Callable[..., Any]
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         args = tuple(
-            lift(arg, f"{name}({arguments[i]})") if i < count else arg
-            for i, arg in enumerate(args)
+            lift(arg, f"{name}({arguments[i]})") if i < count else arg for i, arg in enumerate(args)
         )
         for key in arguments:
             if key in kwargs:
