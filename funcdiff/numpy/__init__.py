@@ -53,7 +53,7 @@ import funcdiff.numpy.fft as fft  # noqa: F401
 import funcdiff.numpy.linalg as linalg  # noqa: F401
 from funcdiff.numpy._casts import CAST_TYPES, cast_type
 from funcdiff.numpy._creation import array, asanyarray, asarray, joining, lifting  # noqa: F401
-from funcdiff.numpy._index_tricks import c_, r_  # noqa: F401
+from funcdiff.numpy._index_tricks import CClass, RClass, c_, r_  # noqa: F401
 
 random = numpy.random
 # ``import funcdiff.numpy.random`` gives NumPy's own module (one global random state).
