@@ -1367,6 +1367,39 @@ CATALOGUE: tuple[Entry, ...] = (
         TypeError,
         "check_derivatives got a complex value in inputs[0] (dtype complex128)",
     ),
+    # ------------------------------------------------------------------ funcdiff.numpy
+    _e(
+        "fnp-array-ragged",
+        G_ARRAY,
+        "funcdiff.numpy.array of a ragged nested list holding Tensors",
+        X3 + "import funcdiff.numpy as fnp\nfnp.array([x, 1.0])",
+        ValueError,
+        "array(object): the elements of a nested sequence holding Tensors must all have",
+    ),
+    _e(
+        "fnp-array-object",
+        G_ARRAY,
+        "funcdiff.numpy.array of Tensors with dtype=object",
+        X3 + "import funcdiff.numpy as fnp\nfnp.array([x, x], dtype=object)",
+        TypeError,
+        "array(dtype): dtype=object cannot hold a Tensor's gradient",
+    ),
+    _e(
+        "fnp-mean-ragged",
+        G_ARRAY,
+        "funcdiff.numpy.mean of a ragged list of Tensors",
+        X3 + "import funcdiff.numpy as fnp\nfnp.mean([x, x[0]])",
+        ValueError,
+        "mean(a): the elements of a nested sequence",
+    ),
+    _e(
+        "fnp-r-directive",
+        G_ARRAY,
+        "funcdiff.numpy.r_ with a string directive and a Tensor",
+        X3 + "import funcdiff.numpy as fnp\nfnp.r_['0,2', x, x]",
+        ValueError,
+        "string directives",
+    ),
 )
 
 #: A paragraph shown under a group's heading on the page.

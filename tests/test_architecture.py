@@ -36,7 +36,13 @@ LAYERS = (
     ("funcdiff.ops", "funcdiff.autograd"),
     ("funcdiff._methods", "funcdiff.rules"),
     ("funcdiff._jacobian", "funcdiff._functional_args"),
-    ("funcdiff.functional", "funcdiff.linalg", "funcdiff.special"),
+    (
+        "funcdiff.functional",
+        "funcdiff.linalg",
+        "funcdiff.special",
+        "funcdiff.signal",
+        "funcdiff.numpy",
+    ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),
 )
