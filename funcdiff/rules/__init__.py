@@ -22,6 +22,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     scipy_linalg,
     shape,
     special,
+    stats,
 )
 
 __all__ = ["Arg", "Case", "Rule", "UFUNC_RULES", "FUNCTION_RULES", "NAMED_RULES", "all_rules"]
