@@ -520,3 +520,123 @@ for _spec_ in SPECS.values():
             ),
             _f,
         )
+
+
+# ----------------------------------------------------------------------- multivariate
+def multivariate_normal_logpdf(
+    x: Any, mean: Any = None, cov: Any = 1, allow_singular: bool = False
+) -> Any:
+    """``scipy.stats.multivariate_normal.logpdf`` from recorded NumPy calls.
+
+    ``cov`` may be a scalar (``cov * I``), a vector (a diagonal) or a matrix, used through
+    its symmetric part ``(cov + cov.T) / 2``, so its gradient is symmetric.
+    """
+    public = "funcdiff.stats.multivariate_normal.logpdf"
+    if allow_singular:
+        raise NotImplementedError(f"{public}: allow_singular=True is not supported on Tensors")
+    covd = _data(cov)
+    if covd.ndim > 2:
+        raise ValueError(f"{public}: cov must be a scalar, a vector or a matrix, got {covd.shape}")
+    meand = None if mean is None else _data(mean)
+    if meand is not None and meand.ndim > 1:
+        raise ValueError(f"{public}: mean must be a vector, got shape {meand.shape}")
+    if meand is not None and meand.ndim == 1:
+        dim = meand.shape[0]
+    elif covd.ndim >= 1:
+        dim = covd.shape[0]
+    else:
+        dim = 1
+    if covd.ndim == 1 and covd.shape != (dim,) or covd.ndim == 2 and covd.shape != (dim, dim):
+        raise ValueError(f"{public}: cov has shape {covd.shape}, expected {dim} by {dim}")
+    if mean is None:
+        mean = np.zeros(dim)
+    xd = _data(x)
+    if xd.ndim == 0:
+        x = np.reshape(x, (1,))
+    elif xd.ndim == 1:
+        x = np.reshape(x, (-1, 1) if dim == 1 else (1, -1))
+    if np.shape(x)[-1] != dim:
+        raise ValueError(f"{public}: x has {np.shape(x)[-1]} components, expected {dim}")
+    diff = x - mean
+    if covd.ndim < 2:
+        if np.any(~(covd > 0)):
+            raise ValueError(f"{public}: cov must be positive, got {covd}")
+        logdet = dim * np.log(cov) if covd.ndim == 0 else np.sum(np.log(cov))
+        maha = np.sum(diff * diff / cov, axis=-1)
+    else:
+        sym = (cov + np.swapaxes(cov, -1, -2)) / 2.0
+        try:
+            np.linalg.cholesky(_data(sym))
+        except np.linalg.LinAlgError:
+            raise ValueError(f"{public}: cov must be symmetric positive definite") from None
+        logdet = np.linalg.slogdet(sym)[1]
+        flat = np.reshape(diff, (-1, dim))
+        solved = np.linalg.solve(sym, np.swapaxes(flat, 0, 1))
+        maha = np.reshape(np.sum(flat * np.swapaxes(solved, 0, 1), axis=-1), np.shape(diff)[:-1])
+    out = -0.5 * (dim * 2.0 * LOG_SQRT_2PI + logdet + maha)
+    return np.squeeze(out) if np.ndim(out) else out
+
+
+def dirichlet_logpdf(x: Any, alpha: Any) -> Any:
+    """``scipy.stats.dirichlet.logpdf`` from recorded NumPy calls.
+
+    As in SciPy the components run along the first axis of ``x``; with one component
+    fewer than ``alpha`` the last is ``1 - sum(x)`` (and its gradient flows to the others).
+    """
+    public = "funcdiff.stats.dirichlet.logpdf"
+    ad = _data(alpha)
+    if ad.ndim != 1 or ad.size < 2 or np.any(~(ad > 0)):
+        raise ValueError(f"{public}: alpha must be a vector of at least 2 positive values")
+    k = ad.shape[0]
+    xd = _data(x)
+    if xd.ndim == 0 or xd.shape[0] not in (k - 1, k):
+        raise ValueError(f"{public}: x must have {k - 1} or {k} components along axis 0")
+    if xd.shape[0] == k - 1:
+        x = np.concatenate([x, 1.0 - np.sum(x, axis=0, keepdims=True)], axis=0)
+        xd = _data(x)
+    if np.any(xd < 0) or np.any(xd > 1):
+        raise ValueError(f"{public}: each entry of x must lie in [0, 1]")
+    if np.any(np.abs(np.sum(xd, axis=0) - 1.0) > 10e-10):
+        raise ValueError(f"{public}: the components of x must sum to 1")
+    expand = (slice(None),) + (None,) * (xd.ndim - 1)
+    if np.any((xd == 0) & (ad[expand] < 1)):
+        raise ValueError(f"{public}: x = 0 where alpha < 1 (an infinite density)")
+    log_b = np.sum(sp.gammaln(alpha)) - sp.gammaln(np.sum(alpha))
+    out = -log_b + np.sum(sp.xlogy(np.reshape(alpha, (k,) + (1,) * (xd.ndim - 1)) - 1.0, x), 0)
+    return np.squeeze(out) if np.ndim(out) else out
+
+
+multivariate_normal_logpdf.public_name = "funcdiff.stats.multivariate_normal.logpdf"  # type: ignore[attr-defined]
+dirichlet_logpdf.public_name = "funcdiff.stats.dirichlet.logpdf"  # type: ignore[attr-defined]
+register(
+    Rule(
+        "scipy.stats.multivariate_normal.logpdf",
+        scipy.stats.multivariate_normal.logpdf,
+        impl=multivariate_normal_logpdf,
+        cases=(
+            Case((Arg((4, 3)),), {"mean": Arg((3,)), "cov": Arg((3, 3), kind="spd")}),
+            Case((Arg((3,)),), {"mean": Arg((3,)), "cov": Arg((3,), 0.5, 2.0)}),
+            Case((Arg((5,)),), {"cov": Arg((), 0.5, 2.0)}),
+            Case((Arg((2, 2, 2)),), {"cov": Arg((2, 2), kind="spd")}),
+        ),
+        convention="differentiable in x, mean and cov; cov is read through its symmetric "
+        "part, so its gradient is symmetric",
+        family="stats",
+    ),
+    multivariate_normal_logpdf,
+)
+register(
+    Rule(
+        "scipy.stats.dirichlet.logpdf",
+        scipy.stats.dirichlet.logpdf,
+        impl=dirichlet_logpdf,
+        cases=(
+            Case((Arg((2,), 0.1, 0.4), Arg((3,), 0.5, 3.0))),
+            Case((Arg((3, 4), 0.05, 0.3), Arg((4,), 0.8, 3.0))),
+        ),
+        convention="differentiable in x and alpha; with k - 1 components the last is "
+        "1 - sum(x)",
+        family="stats",
+    ),
+    dirichlet_logpdf,
+)
