@@ -19,6 +19,7 @@ from funcdiff import (
     linalg,
     optimize,
     special,
+    stats,
 )
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
 from funcdiff._core.tensor import Tensor, as_tensor, tensor
@@ -51,6 +52,7 @@ __all__ = [
     "functional",
     "linalg",
     "special",
+    "stats",
     "optimize",
     "gradcheck",
     "gradgradcheck",

@@ -46,7 +46,7 @@ LAYERS = (
     ("funcdiff._core", "funcdiff._tensor"),
     ("funcdiff.ops", "funcdiff.autograd"),
     ("funcdiff._methods", "funcdiff.rules"),
-    ("funcdiff.functional", "funcdiff.linalg", "funcdiff.special"),
+    ("funcdiff.functional", "funcdiff.linalg", "funcdiff.special", "funcdiff.stats"),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),
 )

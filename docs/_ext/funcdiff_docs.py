@@ -32,6 +32,7 @@ FAMILIES = {
     "indexing": "Indexing, selection and scatter",
     "linalg": "Linear algebra",
     "special": "Special functions (``scipy.special``)",
+    "stats": "Probability distributions (``scipy.stats``, called as ``funcdiff.stats``)",
     "constants": "Functions with constant (integer or boolean) results",
 }
 
@@ -93,6 +94,9 @@ def _function_call(fn: Any) -> tuple[str, bool]:
 
     name = getattr(fn, "__name__", repr(fn))
     module = getattr(fn, "__module__", "") or ""
+    public_name = getattr(fn, "public_name", None)
+    if isinstance(public_name, str):  # funcdiff.stats methods: distribution.method
+        return public_name, False
     if module.startswith("funcdiff."):
         for public in (funcdiff.special, funcdiff.linalg):
             if name in getattr(public, "__all__", ()):

@@ -542,7 +542,7 @@ def multivariate_normal_logpdf(
         raise ValueError(f"{public}: mean must be a vector, got shape {meand.shape}")
     if meand is not None and meand.ndim == 1:
         dim = meand.shape[0]
-    elif covd.ndim >= 1:
+    elif covd.ndim == 2:  # as SciPy: a vector cov without a mean means dimension 1
         dim = covd.shape[0]
     else:
         dim = 1
