@@ -255,7 +255,6 @@ _binary(
 )
 
 
-
 def _betainc_density(a, b, x):
     """x**(a-1) (1-x)**(b-1) / B(a, b), finite at the ends where the exponent is 0."""
     return np.exp(sp.xlogy(a - 1.0, x) + sp.xlog1py(b - 1.0, -x) - sp.betaln(a, b))

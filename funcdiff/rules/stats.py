@@ -326,9 +326,7 @@ _spec(
     1.0,
     0.5,
     {
-        "logpdf": lambda z, a, b: (
-            sp.xlog1py(b - 1.0, -z) + sp.xlogy(a - 1.0, z) - sp.betaln(a, b)
-        ),
+        "logpdf": lambda z, a, b: sp.xlog1py(b - 1.0, -z) + sp.xlogy(a - 1.0, z) - sp.betaln(a, b),
         "cdf": lambda z, a, b: sp.betainc(a, b, z),
         "sf": lambda z, a, b: sp.betaincc(a, b, z),
     },
@@ -634,8 +632,7 @@ register(
             Case((Arg((2,), 0.1, 0.4), Arg((3,), 0.5, 3.0))),
             Case((Arg((3, 4), 0.05, 0.3), Arg((4,), 0.8, 3.0))),
         ),
-        convention="differentiable in x and alpha; with k - 1 components the last is "
-        "1 - sum(x)",
+        convention="differentiable in x and alpha; with k - 1 components the last is 1 - sum(x)",
         family="stats",
     ),
     dirichlet_logpdf,
