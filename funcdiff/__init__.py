@@ -20,6 +20,7 @@ from funcdiff import (
     optimize,
     signal,
     special,
+    stats,
 )
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
 from funcdiff._core.tensor import Tensor, as_tensor, tensor
@@ -54,6 +55,7 @@ __all__ = [
     "linalg",
     "signal",
     "special",
+    "stats",
     "optimize",
     "gradcheck",
     "gradgradcheck",

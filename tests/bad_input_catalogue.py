@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import re
 import sys
 import textwrap
 import warnings
@@ -1197,6 +1198,31 @@ CATALOGUE: tuple[Entry, ...] = (
         TypeError,
         "funcdiff has no derivative rule for scipy.special.spence,",
     ),
+    _e(
+        "stats-no-closed-form",
+        G_NAMED,
+        "a CDF differentiated in a shape parameter without a closed-form derivative",
+        "a = fd.tensor(2.0, requires_grad=True)\nfd.stats.gamma.cdf(1.0, a)",
+        NotImplementedError,
+        "funcdiff.stats.gamma.cdf is differentiable in x, loc and scale, not in the shape a",
+    ),
+    _e(
+        "stats-missing-shape",
+        G_NAMED,
+        "a funcdiff.stats method called without its shape parameter",
+        "fd.stats.gamma.logpdf(fd.tensor(1.0, requires_grad=True))",
+        TypeError,
+        "funcdiff.stats.gamma.logpdf is missing the shape parameter(s) a",
+    ),
+    _e(
+        "stats-mvn-cov",
+        G_NAMED,
+        "a covariance that is not positive definite in multivariate_normal.logpdf",
+        "m = fd.tensor([0.0, 0.0], requires_grad=True)\n"
+        "fd.stats.multivariate_normal.logpdf([1.0, 2.0], m, -np.eye(2))",
+        ValueError,
+        "funcdiff.stats.multivariate_normal.logpdf: cov must be symmetric positive definite",
+    ),
     # ------------------------------------------------------------------ leaving the graph
     # Every way out of the graph raises where a derivative would be lost, and works where
     # none can be (docs/concepts.md, "Leaving the graph", has the whole table).
@@ -1484,7 +1510,9 @@ def _type_name(t: type) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("|", "\\|")
+    text = text.replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("|", "\\|")
+    # ``np.c_`` would be a link target in reST: escape a word-final underscore.
+    return re.sub(r"(\w)_(?=\W|$)", r"\1\\_", text)
 
 
 def render_rst() -> str:

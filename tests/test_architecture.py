@@ -42,6 +42,7 @@ LAYERS = (
         "funcdiff.special",
         "funcdiff.signal",
         "funcdiff.numpy",
+        "funcdiff.stats",
     ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),

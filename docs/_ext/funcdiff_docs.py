@@ -34,6 +34,7 @@ FAMILIES = {
     "numerical": "Interpolation, polynomials and numerical derivatives",
     "signal": "Convolution and correlation",
     "special": "Special functions (``scipy.special``)",
+    "stats": "Probability distributions (``scipy.stats``, called as ``funcdiff.stats``)",
     "constants": "Functions with constant (integer or boolean) results",
 }
 
@@ -96,6 +97,9 @@ def _function_call(fn: Any) -> tuple[str, bool]:
 
     name = getattr(fn, "__name__", repr(fn))
     module = getattr(fn, "__module__", "") or ""
+    public_name = getattr(fn, "public_name", None)
+    if isinstance(public_name, str):  # funcdiff.stats methods: distribution.method
+        return public_name, False
     if module.startswith("funcdiff."):
         for public in (funcdiff.special, funcdiff.linalg, funcdiff.signal):
             if name in getattr(public, "__all__", ()):

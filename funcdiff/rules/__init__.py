@@ -25,6 +25,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     shape,
     signal,
     special,
+    stats,
     zeta,
 )
 

@@ -243,6 +243,51 @@ _binary(
     arg_names=("a", "x"),
 )
 
+
+def _betainc_density(a, b, x):
+    """x**(a-1) (1-x)**(b-1) / B(a, b), finite at the ends where the exponent is 0."""
+    return np.exp(sp.xlogy(a - 1.0, x) + sp.xlog1py(b - 1.0, -x) - sp.betaln(a, b))
+
+
+_betainc_cases = (
+    Case((1.5, 2.5, Arg((3, 4), 0.1, 0.9))),
+    Case((np.array([0.5, 1.0, 3.0]), 2.0, Arg((2, 3), 0.1, 0.9))),
+    Case((Arg((2, 1), 0.5, 3.0, diff=False), Arg((1, 3), 0.5, 3.0, diff=False), Arg((), 0.2, 0.8))),
+)
+for _ufunc, _sign in ((sp.betainc, 1.0), (sp.betaincc, -1.0)):
+    register(
+        Rule(
+            _ufunc.__name__,
+            _ufunc,
+            vjps={2: lambda g, ans, a, b, x, s=_sign: s * g * _betainc_density(a, b, x)},
+            cases=_betainc_cases,
+            convention="derivative with respect to x only; a Tensor requiring grad in a or b "
+            "raises",
+            family="special",
+            diagonal=True,
+        ),
+        _ufunc,
+    )
+
+
+def _stdtr_density(df, t):
+    """Student's t density; log poch(df/2, 1/2) written as log(sqrt(pi)) - betaln(df/2, 1/2)."""
+    half = 0.5 * df
+    log_norm = -sp.betaln(half, 0.5) - 0.5 * np.log(df)
+    return np.exp(log_norm - (half + 0.5) * np.log1p(t * t / df))
+
+
+_binary(
+    sp.stdtr,
+    {1: lambda g, ans, df, t: g * _stdtr_density(df, t)},
+    (
+        Case((3.0, Arg((3, 4), -3.0, 3.0))),
+        Case((np.array([0.7, 2.0, 30.0]), Arg((2, 3), -3.0, 3.0))),
+        Case((Arg((2, 1), 0.5, 10.0, diff=False), Arg((1, 3), -3.0, 3.0))),
+    ),
+    convention="derivative with respect to t only; a Tensor requiring grad in df raises",
+)
+
 # ---------------------------------------------------------------- error functions
 _unary(sp.erf, lambda g, ans, x: g * TWO_OVER_SQRT_PI * np.exp(-x * x))
 _unary(sp.erfc, lambda g, ans, x: -g * TWO_OVER_SQRT_PI * np.exp(-x * x))
