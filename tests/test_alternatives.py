@@ -14,8 +14,7 @@ import scipy.stats
 import funcdiff as fd
 from funcdiff._core.alternatives import (
     SCIPY_ALTERNATIVES,
-    STATS_DISTRIBUTIONS,
-    STATS_METHODS,
+    STATS_METHODS_OF,
     alternative,
 )
 
@@ -28,8 +27,8 @@ def _resolve(dotted: str) -> object:
 def _stats_targets() -> list[str]:
     return [
         f"funcdiff.stats.{dist}.{method}"
-        for dist in sorted(STATS_DISTRIBUTIONS)
-        for method in sorted(STATS_METHODS)
+        for dist in sorted(STATS_METHODS_OF)
+        for method in sorted(STATS_METHODS_OF[dist])
         if hasattr(getattr(scipy.stats, dist), method)
     ]
 

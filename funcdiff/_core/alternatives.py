@@ -15,6 +15,7 @@ __all__ = [
     "SCIPY_ALTERNATIVES",
     "STATS_DISTRIBUTIONS",
     "STATS_METHODS",
+    "STATS_METHODS_OF",
     "NUMPY_CONSTRUCTION_HINT",
     "alternative",
     "stats_method_name",
@@ -33,12 +34,17 @@ SCIPY_ALTERNATIVES: dict[str, str] = {
 }
 
 #: The ``scipy.stats`` distributions whose density methods funcdiff.stats provides.
-STATS_DISTRIBUTIONS = frozenset(
-    "norm t gamma beta chi2 expon lognorm laplace cauchy poisson multivariate_normal "
-    "dirichlet".split()
-)
-#: The methods of those distributions that funcdiff.stats provides.
-STATS_METHODS = frozenset("logpdf pdf logcdf cdf logsf sf logpmf pmf".split())
+_CONTINUOUS = frozenset("logpdf pdf logcdf cdf logsf sf".split())
+#: The scipy.stats distributions funcdiff.stats provides, and their methods.
+STATS_METHODS_OF: dict[str, frozenset[str]] = {
+    **dict.fromkeys("norm t gamma beta chi2 expon lognorm laplace cauchy".split(), _CONTINUOUS),
+    "poisson": frozenset("logpmf pmf logcdf cdf logsf sf".split()),
+    "multivariate_normal": frozenset({"logpdf", "pdf"}),
+    "dirichlet": frozenset({"logpdf", "pdf"}),
+}
+STATS_DISTRIBUTIONS = frozenset(STATS_METHODS_OF)
+#: Every method name above: a method outside it is never a scipy.stats call we name.
+STATS_METHODS = frozenset().union(*STATS_METHODS_OF.values()) | {"logpmf", "pmf"}
 
 #: Where an ndarray built from Tensors (``np.array([t1, t2])``, ``np.r_``) is the cause.
 NUMPY_CONSTRUCTION_HINT = (
@@ -64,7 +70,7 @@ def alternative(public_name: str) -> str | None:
         return found
     parts = public_name.split(".")
     if len(parts) == 4 and parts[:2] == ["scipy", "stats"]:
-        if parts[2] in STATS_DISTRIBUTIONS and parts[3] in STATS_METHODS:
+        if parts[3] in STATS_METHODS_OF.get(parts[2], ()):
             return f"funcdiff.stats.{parts[2]}.{parts[3]}"
     return None
 
