@@ -33,7 +33,7 @@ from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
 from funcdiff.ops import dispatch as _ops
 
-__all__ = ["RuleCheck", "check_rule_case", "materialize_case"]
+__all__ = ["RuleCheck", "call_case", "check_rule_case", "materialize_case"]
 
 
 @dataclass
@@ -104,20 +104,29 @@ def _outputs(result: Any, case: Case) -> tuple:
     )
 
 
+def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequence[Any]) -> Any:
+    """Run ``rule`` through funcdiff on a materialised case with ``values`` in its slots.
+
+    ``args``, ``slots`` and ``kwargs`` come from :func:`materialize_case`; ``values``
+    holds one entry per slot (arrays or Tensors). Returns the rule's raw result.
+    """
+    call_args = [list(a) if isinstance(a, list) else a for a in args]
+    call_kwargs = dict(kwargs)
+    for (i, j, _), v in zip(slots, values, strict=True):
+        if isinstance(i, str):
+            call_kwargs[i] = v
+        elif j is None:
+            call_args[i] = v
+        else:
+            call_args[i][j] = v
+    return _ops.call(rule, tuple(call_args), call_kwargs)
+
+
 def _build_function(rule: Rule, case: Case, args: list, slots: list, kwargs: dict) -> Callable:
     """f(*diff_values) -> tuple of float outputs, running the rule through funcdiff."""
 
     def f(*values: Any) -> tuple:
-        call_args = [list(a) if isinstance(a, list) else a for a in args]
-        call_kwargs = dict(kwargs)
-        for (i, j, _), v in zip(slots, values):
-            if isinstance(i, str):
-                call_kwargs[i] = v
-            elif j is None:
-                call_args[i] = v
-            else:
-                call_args[i][j] = v
-        return _outputs(_ops.call(rule, tuple(call_args), call_kwargs), case)
+        return _outputs(call_case(rule, args, slots, kwargs, values), case)
 
     return f
 

@@ -214,23 +214,13 @@ def test_diagonal_rules_tangent_maps_equal_the_reverse_mode_jvp(
 ) -> None:
     """A rule declared ``diagonal=True`` pushes tangents through its vjps; they must give
     the reverse-mode product ``J v = d/du <J^T u, v>`` (double backward), batched too."""
-    from funcdiff.ops import dispatch as _ops
-    from funcdiff.testing import materialize_case
+    from funcdiff.testing import call_case, materialize_case
 
     rng = np.random.default_rng(index + 101)
     args, slots, kwargs = materialize_case(case, rng)
 
     def f(*values):
-        call_args = [list(a) if isinstance(a, list) else a for a in args]
-        call_kwargs = dict(kwargs)
-        for (i, j, _), v in zip(slots, values):
-            if isinstance(i, str):
-                call_kwargs[i] = v
-            elif j is None:
-                call_args[i] = v
-            else:
-                call_args[i][j] = v
-        result = _ops.call(rule, tuple(call_args), call_kwargs)
+        result = call_case(rule, args, slots, kwargs, values)
         if case.output is not None:
             result = case.output(result)
         items = result if isinstance(result, (tuple, list)) else (result,)

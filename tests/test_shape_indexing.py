@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 import funcdiff as fd
-from funcdiff.ops import dispatch as _ops
 from funcdiff.rules import all_rules
-from funcdiff.testing import materialize_case
+from funcdiff.testing import call_case, materialize_case
 
 RNG = np.random.default_rng(20261202)
 
@@ -599,17 +598,8 @@ def test_jvp_by_double_vjp_matches_finite_differences(rule, index, case) -> None
     args, slots, kwargs = materialize_case(case, rng)
 
     def call(values, as_tensors):
-        call_args = [list(a) if isinstance(a, list) else a for a in args]
-        call_kwargs = dict(kwargs)
         ins = [fd.tensor(v, requires_grad=True) if as_tensors else v for v in values]
-        for (i, j, _), v in zip(slots, ins, strict=True):
-            if isinstance(i, str):
-                call_kwargs[i] = v
-            elif j is None:
-                call_args[i] = v
-            else:
-                call_args[i][j] = v
-        out = _ops.call(rule, tuple(call_args), call_kwargs)
+        out = call_case(rule, args, slots, kwargs, ins)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o in outs if np.asarray(data(o)).dtype.kind == "f"]
         if case.output is not None:
