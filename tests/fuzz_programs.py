@@ -53,7 +53,9 @@ import scipy.special as sp
 
 import funcdiff as fd
 from funcdiff import linalg as fdl
+from funcdiff import signal as fdsig
 from funcdiff import special as fds
+from funcdiff import stats as fdst
 from funcdiff.functional import hessian, hvp, jacobian, jvp, vhp, vjp
 
 __all__ = [
@@ -67,7 +69,7 @@ __all__ = [
     "run_budget",
 ]
 
-NAMESPACE = {"np": np, "sp": sp, "fdl": fdl, "fds": fds}
+NAMESPACE = {"np": np, "sp": sp, "fdl": fdl, "fds": fds, "fdsig": fdsig, "fdst": fdst}
 MAX_SIZE = 36  # elements of any value
 MAX_INPUT_SIZE = 24  # elements of all inputs together
 MAX_OUT = 12  # elements of the program's output
@@ -1062,22 +1064,39 @@ def _callee(key: Any, rule: Any) -> str | None:
     """How a program spells the registered function ``key`` (None: not reachable).
 
     SciPy functions that are not ufuncs do not dispatch to Tensors (no NEP 18), so they
-    are spelled through ``funcdiff.special`` and ``funcdiff.linalg``.
+    are spelled through funcdiff's namespaces of the same names (``funcdiff.special``,
+    ``.linalg``, ``.signal``, ``.stats``), as a user calls them.
     """
     name = getattr(key, "__name__", None)
+    if name:
+        for prefix, mod in (("np", np), ("np.linalg", np.linalg), ("np.fft", np.fft), ("sp", sp)):
+            if getattr(mod, name, None) is key:
+                return f"{prefix}.{name}"
+    for scipy_module, alias in _FUNCDIFF_SPELLINGS.items():
+        if rule.name.startswith(scipy_module + "."):
+            path = rule.name[len(scipy_module) + 1 :]
+            obj: Any = NAMESPACE[alias]
+            for part in path.split("."):
+                obj = getattr(obj, part, None)
+            return f"{alias}.{path}" if callable(obj) else None
     short = rule.name.rsplit(".", 1)[-1]
     scipy_function = not isinstance(key, np.ufunc) and str(
         getattr(key, "__module__", "")
     ).startswith("scipy")
-    if scipy_function or not name:
-        for prefix, mod in (("fds", fds), ("fdl", fdl)):
-            if hasattr(mod, short):
+    if scipy_function or not name or name.startswith("_"):  # e.g. scipy's private _zeta
+        for prefix in ("fds", "fdl"):
+            if hasattr(NAMESPACE[prefix], short):
                 return f"{prefix}.{short}"
-        return None
-    for prefix, mod in (("np", np), ("np.linalg", np.linalg), ("sp", sp)):
-        if getattr(mod, name, None) is key:
-            return f"{prefix}.{name}"
     return None
+
+
+#: SciPy's Python-level modules and the funcdiff namespace a program calls instead.
+_FUNCDIFF_SPELLINGS = {
+    "scipy.special": "fds",
+    "scipy.linalg": "fdl",
+    "scipy.signal": "fdsig",
+    "scipy.stats": "fdst",
+}
 
 
 def _literal(c: Any) -> str | None:
