@@ -27,6 +27,11 @@ class _ThreadState(threading.local):
     # Class attributes are the per-thread defaults: a new thread starts with grad on.
     grad_enabled = True
     inference = False
+    # Who watches the program, None when nobody does: a tracer sees every operation
+    # (``funcdiff.sparse`` detects patterns with one), an observer every conversion of a
+    # Tensor to a Python value or an ndarray (the branches a program takes).
+    tracer: Any = None
+    observer: Any = None
 
 
 _state = _ThreadState()

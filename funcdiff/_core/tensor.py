@@ -255,6 +255,9 @@ class Tensor:
         """
         out = wrap(self.data, False, None, 0)
         out._version_owner = self._version_owner if self._version_owner is not None else self
+        tracer = grad_mode._state.tracer
+        if tracer is not None:
+            tracer.derived(out, (self,))
         return out
 
     def detach_(self) -> Tensor:
@@ -326,6 +329,9 @@ class Tensor:
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."
             )
+        observer = grad_mode._state.observer
+        if observer is not None:
+            observer.concretize(self, "array", self.data)
         return self.data
 
     def item(self) -> Any:
@@ -334,10 +340,17 @@ class Tensor:
             raise ValueError(
                 f"item() needs a tensor with exactly one element, got shape {self.shape}"
             )
-        return self.data.item()
+        number = self.data.item()
+        observer = grad_mode._state.observer
+        if observer is not None:
+            observer.concretize(self, "item", number)
+        return number
 
     def tolist(self) -> Any:
         """The data as (nested) Python lists; explicit like ``item()``, so always allowed."""
+        observer = grad_mode._state.observer
+        if observer is not None:
+            observer.concretize(self, "array", self.data)
         return self.data.tolist()
 
     @staticmethod
@@ -424,6 +437,9 @@ class Tensor:
                 f"would be lost. {how} Use tensor.detach() to drop the gradient explicitly."
             )
         data = self.data
+        observer = grad_mode._state.observer
+        if observer is not None:
+            observer.concretize(self, "array", data)
         if dtype is not None and data.dtype != dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
@@ -443,11 +459,19 @@ class Tensor:
         # Allowed on a scalar that requires grad: a branch (``if x > 0:``) only picks which
         # operations run, each of them recorded, so no derivative is lost (the branch test's
         # own is zero almost everywhere). Several elements: NumPy's "ambiguous" ValueError.
-        return bool(self.data)
+        outcome = bool(self.data)
+        observer = grad_mode._state.observer
+        if observer is not None:
+            observer.concretize(self, "bool", outcome)
+        return outcome
 
     def __index__(self) -> int:
         # Only integer tensors convert, and they never require grad: nothing can be lost.
-        return self.data.__index__()
+        index = self.data.__index__()
+        observer = grad_mode._state.observer
+        if observer is not None:
+            observer.concretize(self, "int", index)
+        return index
 
     def __format__(self, format_spec: str) -> str:
         # Display, not computation (as in torch): text re-enters arithmetic only via float(text).

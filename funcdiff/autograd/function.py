@@ -260,6 +260,11 @@ class Function:
                     o._requires_grad = True
                     o.grad_fn = node
                     o._output_nr = i
+        tracer = grad_mode._state.tracer
+        if tracer is not None:
+            # Its derivative is its backward, which the tracer cannot read: a tracer
+            # treats every output as depending on every Tensor input.
+            tracer.opaque(tensors_out, [a for a in args if isinstance(a, Tensor)])
         return outputs[0] if single else tuple(outputs)
 
 

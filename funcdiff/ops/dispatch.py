@@ -124,6 +124,9 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
             if t._requires_grad:
                 _record(rule, args, kwargs, paths, tensors, out, outputs)
                 break
+    tracer = _state.tracer
+    if tracer is not None:
+        tracer.op(rule, args, kwargs, paths, tensors, outputs)
     return result
 
 
@@ -338,6 +341,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     the general :func:`call`. A ufunc called without ``out=`` returns a fresh array,
     never a view, so no view bookkeeping is needed here.
     """
+    if _state.tracer is not None:
+        return call(rule, inputs)  # the general path reports the operation to the tracer
     nargs = len(inputs)
     if nargs == 2:
         a, b = inputs
@@ -549,6 +554,7 @@ def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
     if rule is not None:
         return call(rule, args, kwargs)
     if func in _METADATA_FUNCTIONS:
+        # Shapes and dtypes only: fixed for a given input signature, never a guard.
         return func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
     if not _needs_gradient(args, kwargs):
         return _run_on_data(func, args, kwargs)
@@ -566,7 +572,11 @@ def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     """Run a function that has no rule on the Tensors' data: no gradient can be lost
     when none of them requires grad, so the results are simply constant Tensors."""
     out = func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
-    return _wrap_outputs(out, ())[0]
+    result, outputs = _wrap_outputs(out, ())
+    tracer = _state.tracer
+    if tracer is not None:
+        tracer.derived_all(outputs, _scan(args, kwargs)[1])
+    return result
 
 
 def getitem(t: Tensor, index: Any) -> Tensor:

@@ -80,17 +80,25 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
         t._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
     )
     _check_inplace_allowed(t, recording)
+    tracer = _state.tracer
     if not recording:
         ufunc(t.data, _data_of(other), out=t.data)
         _bump(t)
+        if tracer is not None:
+            tracer.derived(t, (t, other))
         return t
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
         return _missing_rule(_ufunc_name(ufunc))
-    result = call(rule, (_snapshot(t, rule.reads_argument(0)), other))
+    old = _snapshot(t, rule.reads_argument(0))
+    if tracer is not None:
+        tracer.alias(old, t)
+    result = call(rule, (old, other))
     np.copyto(t.data, result.data, casting="same_kind")
     _bump(t)
     _rebase(t, result)
+    if tracer is not None:
+        tracer.alias(t, result)
     return t
 
 
@@ -101,6 +109,10 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     )
     _check_inplace_allowed(t, recording)
     index_data = _data_of(index)
+    tracer = _state.tracer
+    if tracer is not None:
+        # Reported before the write: the tracer reads the old pattern of ``t``.
+        tracer.setitem(t, index, value)
     t.data[index_data] = _data_of(value)
     _bump(t)
     if not recording:

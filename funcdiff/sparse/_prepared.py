@@ -1,0 +1,411 @@
+"""Prepared sparse derivatives: detect and colour once, evaluate at every new point.
+
+An evaluation runs the function once on Tensors (recording its graph, as every funcdiff
+derivative does), checks that it took the branches of the run the pattern was detected
+on, pushes one tangent per colour through the graph in a single batched pass (or pulls
+one cotangent per colour back), and scatters the compressed result into a
+``scipy.sparse.csr_array`` whose structure is the pattern's, the same at every call.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from funcdiff._core import grad_mode
+from funcdiff._core.tensor import Tensor, tensor
+from funcdiff.autograd.engine import grad
+from funcdiff.autograd.forward import push_forward
+from funcdiff.sparse._coloring import Coloring, color_hessian, color_jacobian, decompress
+from funcdiff.sparse._detect import GuardRecorder, observing, run_traced, same_outcome
+
+__all__ = ["SparseJacobian", "SparseHessian", "SparsityGuardError", "SparsityError"]
+
+
+class SparsityGuardError(RuntimeError):
+    """A prepared derivative was called at a point where the function branches
+    differently from the point its pattern was detected at."""
+
+
+class SparsityError(RuntimeError):
+    """A sparse derivative disagrees with a direct product: the pattern misses entries
+    (a user-given pattern that is too small, or control flow funcdiff cannot see)."""
+
+
+def as_point(x: Any, name: str = "x") -> np.ndarray:
+    """``x`` as a float array (a copy), or a clear error."""
+    if isinstance(x, Tensor):
+        x = x.detach().data
+    try:
+        arr = np.array(x, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be an array of real numbers, got {type(x).__name__}") from exc
+    if arr.dtype.kind != "f":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
+    return arr
+
+
+def checked_pattern(sparsity: Any, shape: tuple[int, int]) -> sp.csr_array:
+    """A user-given pattern as a canonical boolean CSR array of ``shape``."""
+    if isinstance(sparsity, (bool, str)) or sparsity is None:
+        raise TypeError(
+            "sparsity must be None (detect) or a pattern: a scipy.sparse matrix or a 2-D "
+            f"boolean array_like, got {sparsity!r}"
+        )
+    if sp.issparse(sparsity):
+        m = sp.csr_array(sparsity)
+    else:
+        dense = np.asarray(sparsity)
+        if dense.ndim != 2:
+            raise ValueError(
+                f"sparsity must be 2-D with shape {shape}, got an array of shape {dense.shape}"
+            )
+        m = sp.csr_array(dense)
+    if m.shape != shape:
+        raise ValueError(f"sparsity must have shape {shape}, got {m.shape}")
+    m = sp.csr_array(m != 0, dtype=bool)
+    m.sum_duplicates()
+    m.sort_indices()
+    return m
+
+
+def _output(value: Any, what: str) -> Tensor:
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (np.ndarray, np.generic, float, int)):
+        return tensor(np.asarray(value, dtype=float))  # independent of x
+    raise TypeError(
+        f"the function must return an array (a Tensor), got {type(value).__name__}; "
+        f"{what} needs one array output"
+    )
+
+
+class _Entry:
+    """One detected path: its branch outcomes, pattern and colouring."""
+
+    __slots__ = ("guards", "pattern", "coloring", "verified")
+
+    def __init__(self, guards: list, pattern: sp.csr_array, coloring: Coloring) -> None:
+        self.guards = guards
+        self.pattern = pattern
+        self.coloring = coloring
+        self.verified = False
+
+    def matches(self, outcomes: list) -> bool:
+        if self.guards is None:
+            return True  # a user-given pattern: trusted on every path
+        if len(outcomes) != len(self.guards):
+            return False
+        for seen, (expected, tainted) in zip(outcomes, self.guards):
+            if seen[0] != expected[0] or (tainted and not same_outcome(seen, expected)):
+                return False
+        return True
+
+
+class _Prepared:
+    """What SparseJacobian and SparseHessian share: the point cache and guards."""
+
+    _what = "prepare"
+
+    def __init__(
+        self,
+        f: Callable[..., Any],
+        x: Any,
+        sparsity: Any,
+        args: Sequence[Any],
+        on_guard_failure: str,
+        max_patterns: int,
+    ) -> None:
+        if not callable(f):
+            raise TypeError(f"f must be callable, got {type(f).__name__}")
+        if on_guard_failure not in ("redetect", "raise"):
+            raise ValueError(
+                f"on_guard_failure must be 'redetect' or 'raise', got {on_guard_failure!r}"
+            )
+        if not isinstance(max_patterns, int) or max_patterns < 1:
+            raise ValueError(f"max_patterns must be a positive integer, got {max_patterns!r}")
+        self.f = f
+        self.args = tuple(args)
+        self.on_guard_failure = on_guard_failure
+        self.max_patterns = max_patterns
+        x = as_point(x)
+        self.x_shape = x.shape
+        self.info: dict[str, Any] = {"redetections": 0, "dense_ops": []}
+        self._entries: list[_Entry] = []
+        self._given = None
+        if sparsity is not None:
+            out = self._record(x, self.args)[1]
+            self._given = checked_pattern(sparsity, self._shape(out))
+            self._entries.append(self._colour(self._given, None))
+        else:
+            self._entries.append(self._detect(x, self.args))
+        self._entry = self._entries[0]
+
+    # -- subclasses: the shape, the detection, the colouring and the compressed pass
+    def _shape(self, out: Tensor) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _detect(self, x: np.ndarray, args: tuple) -> _Entry:
+        raise NotImplementedError
+
+    def _colour(self, pattern: sp.csr_array, guards: list | None) -> _Entry:
+        raise NotImplementedError
+
+    # -- shared
+    @property
+    def sparsity(self) -> sp.csr_array:
+        """The boolean pattern the last evaluation used."""
+        return self._entry.pattern
+
+    @property
+    def colors(self) -> np.ndarray:
+        return self._entry.coloring.colors
+
+    @property
+    def ncolors(self) -> int:
+        return self._entry.coloring.ncolors
+
+    @property
+    def mode(self) -> str:
+        return _MODE_NAMES[self._entry.coloring.kind]
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self._entry.pattern.shape
+
+    def _point(self, x: Any, args: tuple) -> tuple[np.ndarray, tuple]:
+        x = as_point(x)
+        if x.shape != self.x_shape:
+            raise ValueError(
+                f"x must have the shape the derivative was prepared for, {self.x_shape}, "
+                f"got {x.shape}; prepare again for a new shape"
+            )
+        return x, (args if args else self.args)
+
+    def _record(self, x: np.ndarray, args: tuple) -> tuple[Tensor, Tensor, list]:
+        recorder = GuardRecorder()
+        xt = tensor(x, requires_grad=True)
+        with grad_mode.enable_grad(), observing(recorder):
+            out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
+        return xt, out, recorder.outcomes()
+
+    def _entry_for(self, x: np.ndarray, args: tuple, outcomes: list) -> _Entry:
+        for entry in self._entries:
+            if entry.matches(outcomes):
+                return entry
+        if self.on_guard_failure == "raise":
+            raise SparsityGuardError(
+                "the function takes other branches at this x than at the point its sparsity "
+                "was detected (an if, while, int() or item() on a value computed from x "
+                "came out differently), so the detected pattern may not hold here. Use "
+                "on_guard_failure='redetect' to detect the pattern of this path."
+            )
+        entry = self._detect(x, args)
+        self.info["redetections"] += 1
+        if len(self._entries) >= self.max_patterns:
+            self._entries.pop(1 if len(self._entries) > 1 else 0)
+        self._entries.append(entry)
+        return entry
+
+
+_MODE_NAMES = {"column": "forward", "row": "reverse", "star": "star", "dense": "dense"}
+
+
+class SparseJacobian(_Prepared):
+    """A sparse Jacobian prepared for repeated evaluation (see :func:`prepare_jacobian`)."""
+
+    _what = "prepare_jacobian"
+
+    def __init__(self, f, x, sparsity=None, *, mode="auto", args=(),
+                 on_guard_failure="redetect", max_patterns=8) -> None:
+        if mode not in ("auto", "forward", "reverse"):
+            raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
+        self._mode_asked = mode
+        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns)
+
+    def _shape(self, out: Tensor) -> tuple[int, int]:
+        return (int(out.data.size), int(np.prod(self.x_shape)))
+
+    def _detect(self, x: np.ndarray, args: tuple) -> _Entry:
+        start = time.perf_counter()
+        xt = tensor(x, requires_grad=True)
+        out, tracer = run_traced(self.f, (xt,), args, hessian=False)
+        out = _output(out, "funcdiff.sparse.prepare_jacobian")
+        n = int(xt.data.size)
+        p = tracer.pattern_of(out)
+        if p is None:
+            pattern = sp.csr_array((int(out.data.size), n), dtype=bool)
+        else:
+            pattern = p.rows()
+            pattern.sort_indices()
+        self.info["detection_seconds"] = time.perf_counter() - start
+        self.info["dense_ops"] = sorted(set(tracer.fallbacks))
+        return self._colour(pattern, tracer.guards())
+
+    def _colour(self, pattern: sp.csr_array, guards: list | None) -> _Entry:
+        start = time.perf_counter()
+        coloring = color_jacobian(pattern, mode=self._mode_asked)
+        self.info["coloring_seconds"] = time.perf_counter() - start
+        return _Entry(guards, pattern, coloring)
+
+    def value_and_jacobian(self, x: Any, *args: Any) -> tuple[np.ndarray, sp.csr_array]:
+        """``(f(x), J(x))`` from one run of ``f``."""
+        x, args = self._point(x, args)
+        xt, out, outcomes = self._record(x, args)
+        entry = self._entry_for(x, args, outcomes)
+        self._entry = entry
+        shape = (int(out.data.size), int(xt.data.size))
+        if entry.pattern.shape != shape:
+            raise ValueError(
+                f"the function's output has {shape[0]} elements here, "
+                f"{entry.pattern.shape[0]} where the derivative was prepared"
+            )
+        compressed = _compressed_jacobian(xt, out, entry.coloring)
+        jac = decompress(entry.coloring, entry.pattern, compressed)
+        if not entry.verified:
+            _probe(xt, out, jac)
+            entry.verified = True
+        return np.array(out.data, copy=True), jac
+
+    def __call__(self, x: Any, *args: Any) -> sp.csr_array:
+        """The Jacobian at ``x`` as a ``(f(x).size, x.size)`` float ``csr_array``."""
+        return self.value_and_jacobian(x, *args)[1]
+
+    def __repr__(self) -> str:
+        m, n = self.shape
+        return (
+            f"SparseJacobian(shape=({m}, {n}), nnz={self.sparsity.nnz}, "
+            f"mode={self.mode!r}, ncolors={self.ncolors})"
+        )
+
+
+def _compressed_jacobian(xt: Tensor, out: Tensor, coloring: Coloring) -> np.ndarray:
+    m, n = int(out.data.size), int(xt.data.size)
+    k = coloring.ncolors
+    if coloring.kind == "row":
+        if k == 0 or not out._requires_grad:
+            return np.zeros((k, n))
+        seeds = coloring.seeds(m).reshape((k,) + out.data.shape)
+        (g,) = grad([out], [xt], [seeds], allow_unused=True, is_grads_batched=True)
+        return np.zeros((k, n)) if g is None else np.reshape(g.data, (k, n))
+    if k == 0 or not out._requires_grad:
+        return np.zeros((k, m))
+    seeds = coloring.seeds(n).reshape((k,) + xt.data.shape)
+    (t,) = push_forward([out], {xt._gradient_edge(): seeds}, create_graph=False, batched=True)
+    return np.zeros((k, m)) if t is None else np.reshape(t, (k, m))
+
+
+def _probe(xt: Tensor, out: Tensor, jac: sp.csr_array) -> None:
+    """Compare ``J @ w`` with one directional derivative through the same graph."""
+    if not out._requires_grad or jac.shape[1] == 0:
+        return
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal(xt.data.shape)
+    (t,) = push_forward([out], {xt._gradient_edge(): w}, create_graph=False)
+    direct = np.zeros(out.data.size) if t is None else np.ravel(t)
+    via = jac @ w.ravel()
+    scale = np.abs(jac).multiply(np.abs(w.ravel())).sum(axis=1) + np.abs(direct)
+    bad = np.abs(via - direct) > 1e-8 * (scale + 1e-300) + 1e-300
+    bad &= np.isfinite(direct)
+    if np.any(bad):
+        rows = np.flatnonzero(bad)[:5].tolist()
+        raise SparsityError(
+            f"the sparse Jacobian misses entries in rows {rows}: J @ w differs from the "
+            "directional derivative there. A given sparsity pattern is too small, or the "
+            "function branches on values funcdiff cannot see (Tensor.data, NumPy on "
+            "detached data)."
+        )
+
+
+class SparseHessian(_Prepared):
+    """A sparse Hessian prepared for repeated evaluation (see :func:`prepare_hessian`)."""
+
+    _what = "prepare_hessian"
+
+    def __init__(self, f, x, sparsity=None, *, coloring="star", args=(),
+                 on_guard_failure="redetect", max_patterns=8) -> None:
+        if coloring not in ("star", "column"):
+            raise ValueError(f"coloring must be 'star' or 'column', got {coloring!r}")
+        self._method = coloring
+        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns)
+
+    def _shape(self, out: Tensor) -> tuple[int, int]:
+        n = int(np.prod(self.x_shape))
+        _scalar(out)
+        return (n, n)
+
+    def _detect(self, x: np.ndarray, args: tuple) -> _Entry:
+        start = time.perf_counter()
+        xt = tensor(x, requires_grad=True)
+        out, tracer = run_traced(self.f, (xt,), args, hessian=True)
+        _scalar(_output(out, "funcdiff.sparse.prepare_hessian"))
+        pattern = tracer.acc.pattern()
+        self.info["detection_seconds"] = time.perf_counter() - start
+        self.info["dense_ops"] = sorted(set(tracer.fallbacks))
+        return self._colour(pattern, tracer.guards())
+
+    def _colour(self, pattern: sp.csr_array, guards: list | None) -> _Entry:
+        start = time.perf_counter()
+        if guards is None:
+            pattern = sp.csr_array((pattern + pattern.T).astype(bool))
+            pattern.sort_indices()
+        coloring = color_hessian(pattern, method=self._method)
+        self.info["coloring_seconds"] = time.perf_counter() - start
+        return _Entry(guards, pattern, coloring)
+
+    def _gradient(self, x: np.ndarray, args: tuple) -> tuple[Tensor, Tensor, Any, _Entry]:
+        xt, out, outcomes = self._record(x, args)
+        _scalar(out)
+        entry = self._entry_for(x, args, outcomes)
+        self._entry = entry
+        g = None
+        if out._requires_grad:
+            (g,) = grad([out], [xt], create_graph=True, allow_unused=True)
+        return xt, out, g, entry
+
+    def __call__(self, x: Any, *args: Any) -> sp.csr_array:
+        """The Hessian at ``x`` as an ``(x.size, x.size)`` float ``csr_array``."""
+        x, args = self._point(x, args)
+        xt, out, g, entry = self._gradient(x, args)
+        n = int(xt.data.size)
+        k = entry.coloring.ncolors
+        compressed = np.zeros((k, n))
+        if g is not None and g._requires_grad and k:
+            seeds = entry.coloring.seeds(n).reshape((k,) + xt.data.shape)
+            (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=False,
+                                batched=True)
+            if t is not None:
+                compressed = np.reshape(t, (k, n))
+        return decompress(entry.coloring, entry.pattern, compressed)
+
+    def hessp(self, x: Any, p: Any, *args: Any) -> np.ndarray:
+        """The Hessian-vector product ``H(x) @ p`` (one forward pass through the
+        recorded gradient), shaped like ``x``."""
+        x, args = self._point(x, args)
+        p = as_point(p, "p")
+        if p.size != x.size:
+            raise ValueError(f"p must have {x.size} elements like x, got shape {p.shape}")
+        xt, out, g, _ = self._gradient(x, args)
+        if g is None or not g._requires_grad:
+            return np.zeros(x.shape)
+        (t,) = push_forward([g], {xt._gradient_edge(): p.reshape(x.shape)}, create_graph=False)
+        return np.zeros(x.shape) if t is None else np.array(t, copy=True).reshape(x.shape)
+
+    def __repr__(self) -> str:
+        n = self.shape[0]
+        return (
+            f"SparseHessian(shape=({n}, {n}), nnz={self.sparsity.nnz}, "
+            f"coloring={self.mode!r}, ncolors={self.ncolors})"
+        )
+
+
+def _scalar(out: Tensor) -> None:
+    if out.data.size != 1:
+        raise ValueError(
+            "a Hessian needs a function with one output element, got an output of shape "
+            f"{out.data.shape}"
+        )
