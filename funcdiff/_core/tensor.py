@@ -21,7 +21,7 @@ from funcdiff._core import grad_mode
 from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT, alternative, stats_method_name
 from funcdiff._core.graph import AccumulateGrad, Node
 
-__all__ = ["Tensor", "tensor", "as_tensor", "wrap", "RemovableHandle"]
+__all__ = ["Tensor", "tensor", "as_tensor", "wrap", "RemovableHandle", "values_read"]
 
 _DIFFERENTIABLE_KINDS = "f"
 _NUMERIC_KINDS = "biuf"
@@ -587,6 +587,18 @@ class Tensor:
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
 _new_object = object.__new__
+
+
+def values_read(x: Any) -> np.ndarray:
+    """The numbers of ``x`` for a composite rule that chooses what to compute from them
+    (``interp`` picks a segment per point): reported to an observer like any other
+    conversion, so a prepared sparse derivative checks them instead of trusting them."""
+    if not isinstance(x, Tensor):
+        return np.asarray(x)
+    observer = grad_mode._state.observer
+    if observer is not None:
+        observer.concretize(x, "array", x.data)
+    return x.data
 
 
 def wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr: int) -> Tensor:

@@ -32,7 +32,7 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
 from funcdiff._core.registry import Arg, Case, Rule, register
-from funcdiff._core.tensor import Tensor
+from funcdiff._core.tensor import Tensor, values_read
 
 _FAMILY = "numerical"
 
@@ -68,14 +68,14 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
         if period == 0:
             raise ValueError("period must be a non-zero value")
         # As NumPy: reduce x and xp to [0, period), sort, wrap one point each side.
-        x_v = np.asarray(_value(x), dtype=np.float64)
+        x_v = np.asarray(values_read(x), dtype=np.float64)
         x = x - (x_v - x_v % period)  # a constant shift: d x_reduced / dx = 1
         xp_v = xp_v % period
         order = np.argsort(xp_v, kind="stable")
         xp_v = np.concatenate((xp_v[order][-1:] - period, xp_v[order], xp_v[order][:1] + period))
         fp = fp[np.concatenate((order[-1:], order, order[:1]))]
         left = right = None
-    x_v = np.asarray(_value(x), dtype=np.float64)
+    x_v = np.asarray(values_read(x), dtype=np.float64)
     n = xp_v.shape[0]
     left = fp[0] if left is None else left
     right = fp[n - 1] if right is None else right

@@ -290,7 +290,9 @@ def _compressed_jacobian(xt: Tensor, out: Tensor, coloring: Coloring) -> np.ndar
         if k == 0 or not out._requires_grad:
             return np.zeros((k, n))
         seeds = coloring.seeds(m).reshape((k,) + out.data.shape)
-        (g,) = grad([out], [xt], [seeds], allow_unused=True, is_grads_batched=True)
+        (g,) = grad(
+            [out], [xt], [seeds], allow_unused=True, is_grads_batched=True, retain_graph=True
+        )
         return np.zeros((k, n)) if g is None else np.reshape(g.data, (k, n))
     if k == 0 or not out._requires_grad:
         return np.zeros((k, m))
