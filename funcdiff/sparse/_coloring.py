@@ -378,13 +378,6 @@ def _star_greedy(graph: sp.csr_array, visit: np.ndarray) -> np.ndarray:
     star: dict[int, int] = {}  # edge key min*n + max -> star id
     hub: list[int] = []  # star id -> hub vertex (-1 while the star is a single edge)
 
-    def add_hub_color(leaf: int, c: int) -> None:
-        s = hub_colors[leaf]
-        if s is None:
-            hub_colors[leaf] = {c}
-        else:
-            s.add(c)
-
     for v in visit.tolist():
         neighbours = idx[ptr[v] : ptr[v + 1]]
         for w in neighbours:
@@ -412,37 +405,53 @@ def _star_greedy(graph: sp.csr_array, visit: np.ndarray) -> np.ndarray:
         while forbidden[cv] == v:
             cv += 1
         color[v] = cv
-        # Grow the 2-coloured stars with the new edges (v, w).
+        # Grow the 2-coloured stars with the new edges (v, w), then record v around w.
+        mine = around[v]
         for w in neighbours:
             cw = color[w]
-            if cw < 0 or w == v:
+            if cw < 0:
                 continue
             key = v * n + w if v < w else w * n + v
-            x = around[w].get(cv)
+            theirs = around[w]
+            x = theirs.get(cv)
             if x is not None:  # x - w - v is 2-coloured: w is the hub
                 s = star[x * n + w if x < w else w * n + x]
                 if hub[s] < 0:
                     hub[s] = w
-                    add_hub_color(x, cw)
+                    leaf_of = hub_colors[x]
+                    if leaf_of is None:
+                        hub_colors[x] = {cw}
+                    else:
+                        leaf_of.add(cw)
                 star[key] = s
-                add_hub_color(v, cw)
-            elif first_v[cw] == v and first_w[cw] != w:  # q - v - w is 2-coloured: v is the hub
-                q = first_w[cw]
-                s = star[v * n + q if v < q else q * n + v]
-                if hub[s] < 0:
-                    hub[s] = v
-                    add_hub_color(q, cv)
-                star[key] = s
-                add_hub_color(w, cv)
+                leaf_of = hub_colors[v]
+                if leaf_of is None:
+                    hub_colors[v] = {cw}
+                else:
+                    leaf_of.add(cw)
             else:
-                star[key] = len(hub)
-                hub.append(-1)
-        mine = around[v]
-        for w in neighbours:
-            cw = color[w]
-            if cw >= 0 and w != v:
-                around[w].setdefault(cv, v)
-                mine.setdefault(cw, w)
+                theirs[cv] = v
+                q = first_w[cw]
+                if first_v[cw] == v and q != w:  # q - v - w is 2-coloured: v is the hub
+                    s = star[v * n + q if v < q else q * n + v]
+                    if hub[s] < 0:
+                        hub[s] = v
+                        leaf_of = hub_colors[q]
+                        if leaf_of is None:
+                            hub_colors[q] = {cv}
+                        else:
+                            leaf_of.add(cv)
+                    star[key] = s
+                    leaf_of = hub_colors[w]
+                    if leaf_of is None:
+                        hub_colors[w] = {cv}
+                    else:
+                        leaf_of.add(cv)
+                else:
+                    star[key] = len(hub)
+                    hub.append(-1)
+            if cw not in mine:
+                mine[cw] = w
     return np.asarray(color, dtype=np.int64)
 
 
