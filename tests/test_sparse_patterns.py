@@ -34,7 +34,9 @@ TIGHT = {"select", "reduce", "scan", "contract", "outer", "kron", "convolve", "w
 NOT_TIGHT_AT_CASES = {"clip", "maximum", "minimum", "fmax", "fmin", "absolute", "fabs",
                       "copysign", "heaviside", "floor_divide", "remainder", "fmod", "modf",
                       "frexp", "sort", "max", "min", "nanmax", "nanmin", "norm0",
-                      "where", "nan_to_num", "cross_last", "linear_recurrence"}
+                      "where", "nan_to_num", "cross_last", "linear_recurrence", "divmod",
+                      "power", "float_power", "var", "std", "huber", "xlogy", "xlog1py",
+                      "rel_entr"}
 
 
 def _problem(rule, case, seed):
@@ -66,25 +68,35 @@ def _dense_jacobian(f, x):
 @pytest.mark.parametrize("rule, index, case", CASES, ids=[f"{r.name}-{i}" for r, i, _ in CASES])
 def test_pattern_covers_the_jacobian(rule, index, case) -> None:
     f, points = _problem(rule, case, 7 + index)
-    if points[0].size == 0:
-        pytest.skip("no differentiable argument in this case")  # constants-only case
-    pattern = fs.jacobian_sparsity(f, points[0]).toarray()
-    seen = np.zeros_like(pattern)
+    if points[0].size == 0:  # empty inputs: an empty pattern of the right shape
+        pattern = fs.jacobian_sparsity(f, points[0])
+        assert pattern.shape == (f(fd.tensor(points[0])).data.size, 0) and pattern.nnz == 0
+        return
+    prepared = fs.prepare_jacobian(f, points[0])
+    detected = fs.jacobian_sparsity(f, points[0]).toarray()
+    assert (detected == prepared.sparsity.toarray()).all()
+    seen = np.zeros_like(detected)
+    same_path = True
     for x in points:
+        # A point where the function branches differently (interp's segments) has its
+        # own pattern: the prepared object detects it, and that one must cover it.
+        sparse = prepared(x).toarray()
+        pattern = prepared.sparsity.toarray()
+        same_path &= prepared.info["redetections"] == 0
         dense = _dense_jacobian(f, x)
         assert pattern.shape == dense.shape
-        missed = (dense != 0) & ~pattern
+        # FFT-based rules (convolutions) leave round-off where the exact entry is zero.
+        scale = max(1.0, np.abs(dense).max(initial=0.0))
+        nonzero = np.abs(dense) > 1e-13 * scale
+        missed = nonzero & ~pattern
         assert not missed.any(), f"{rule.name}: pattern misses {np.argwhere(missed)[:5]}"
-        seen |= dense != 0
+        np.testing.assert_allclose(sparse, dense, rtol=0, atol=1e-12 * scale)
+        seen |= nonzero
     struct = structure_of(rule)
     exact = rule.impl is None and struct is not None and struct.pattern in TIGHT
-    if exact and rule.name not in NOT_TIGHT_AT_CASES:
-        extra = pattern & ~seen
+    if exact and same_path and rule.name not in NOT_TIGHT_AT_CASES:
+        extra = detected & ~seen
         assert not extra.any(), f"{rule.name}: pattern has extra entries {np.argwhere(extra)[:5]}"
-    sparse = fs.jacobian(f, points[1]).toarray()
-    dense = _dense_jacobian(f, points[1])
-    scale = max(1.0, np.abs(dense).max())
-    np.testing.assert_allclose(sparse, dense, rtol=0, atol=1e-12 * scale)
 
 
 HESSIAN_CASES = [(r, i, c) for r, i, c in CASES if c.order >= 2]
@@ -95,20 +107,27 @@ HESSIAN_CASES = [(r, i, c) for r, i, c in CASES if c.order >= 2]
 )
 def test_hessian_pattern_covers_the_hessian(rule, index, case) -> None:
     f, points = _problem(rule, case, 11 + index)
-    if points[0].size == 0:
-        pytest.skip("no differentiable argument in this case")
+    if points[0].size == 0:  # empty inputs: an empty Hessian pattern
+        assert fs.hessian_sparsity(lambda x: np.sum(f(x)), points[0]).shape == (0, 0)
+        return
     m = f(fd.tensor(points[0])).data.size
     weights = np.random.default_rng(index).uniform(0.5, 1.5, m)
 
     def scalar(x):
         return np.sum(weights * f(x))
 
-    pattern = fs.hessian_sparsity(scalar, points[0]).toarray()
-    assert (pattern == pattern.T).all()
+    prepared = fs.prepare_hessian(scalar, points[0])
+    detected = fs.hessian_sparsity(scalar, points[0]).toarray()
+    assert (detected == detected.T).all()
+    assert (detected == prepared.sparsity.toarray()).all()
     for x in points[:2]:
+        values = prepared(x).toarray()
+        pattern = prepared.sparsity.toarray()
         dense = np.asarray(hessian(scalar, fd.tensor(x)).data).reshape(x.size, x.size)
-        missed = (np.abs(dense) > 1e-12 * max(1.0, np.abs(dense).max())) & ~pattern
+        scale = max(1.0, np.abs(dense).max(initial=0.0))
+        missed = (np.abs(dense) > 1e-12 * scale) & ~pattern
         assert not missed.any(), f"{rule.name}: Hessian pattern misses {np.argwhere(missed)[:5]}"
+        np.testing.assert_allclose(values, dense, rtol=0, atol=1e-10 * scale)
 
 
 @pytest.mark.parametrize("rule", [r for r in DIFFERENTIABLE if r.impl is None], ids=lambda r: r.name)

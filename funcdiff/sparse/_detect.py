@@ -25,8 +25,13 @@ from funcdiff._core import grad_mode
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules.structure import structure_of
 from funcdiff.sparse._hessian import HessianAccumulator
-from funcdiff.sparse._pattern_rules import Inputs, propagate, setitem_pattern
-from funcdiff.sparse._patterns import Pattern, broadcast_positions, identity, union
+from funcdiff.sparse._pattern_rules import (
+    Inputs,
+    assigned_positions,
+    propagate,
+    setitem_pattern,
+)
+from funcdiff.sparse._patterns import Pattern, identity, union
 
 __all__ = ["PatternTracer", "GuardRecorder", "Guard", "tracing", "observing"]
 
@@ -182,7 +187,7 @@ class PatternTracer(GuardRecorder):
         if vpattern is not None:
             # The value broadcasts to the indexed region.
             region = np.empty(t.data.shape, dtype=np.int8)[_plain(index)].shape
-            vpattern = vpattern.take(broadcast_positions(vshape, region))
+            vpattern = vpattern.take(assigned_positions(vshape, region))
             vshape = region
         new = setitem_pattern(old, t.data.shape, index, index_tainted, vpattern, vshape)
         self._set(t, new, old_tainted or vtainted or index_tainted)

@@ -197,7 +197,15 @@ def _first(inputs: Inputs) -> tuple[Tensor, Pattern]:
 def _reduce(rule, struct, args, kwargs, inputs, outputs, acc):
     t, p = _first(inputs)
     shape = t.data.shape
-    axes = struct.axes(args, kwargs, len(shape)) if struct.axes else tuple(range(len(shape)))
+    if rule.name == "trace":
+        # The diagonals (offset, axis1, axis2) first, then a sum along them.
+        offset = int(kwargs.get("offset", args[1] if len(args) > 1 else 0))
+        axis1, axis2 = struct.axes(args, kwargs, len(shape))
+        diagonals = np.diagonal(positions(shape), offset, axis1, axis2)
+        p = p.take(diagonals.ravel())
+        shape, axes = diagonals.shape, (diagonals.ndim - 1,)
+    else:
+        axes = struct.axes(args, kwargs, len(shape)) if struct.axes else tuple(range(len(shape)))
     sel = fibres(shape, axes)
     if sel.shape[0] != outputs[0].data.size:
         raise Fallback
@@ -255,8 +263,12 @@ def _fibre(rule, struct, args, kwargs, inputs, outputs, acc):
 
 def _contract_rule(rule, struct, args, kwargs, inputs, outputs, acc):
     name = rule.name
-    if name == "einsum":
+    spec_args = args
+    if name == "einsum" and isinstance(args[0], str):
         keys = list(range(1, len(args)))
+    elif name == "einsum":
+        spec_args = _einsum_string(args)  # the sublist form: operands at even positions
+        keys = list(range(0, 2 * (len(spec_args) - 1), 2))
     else:
         keys = [0, 1]
     values = [_arg(args, kwargs, k) for k in keys]
@@ -264,7 +276,7 @@ def _contract_rule(rule, struct, args, kwargs, inputs, outputs, acc):
     if name == "vdot":
         shapes = [(int(np.prod(s)),) for s in shapes]
     try:
-        letters, out_letters = _contract.lower(name, shapes, args, kwargs)
+        letters, out_letters = _contract.lower(name, shapes, spec_args, kwargs)
     except _contract.NotLowered as exc:
         raise Fallback from exc
     by_key = {key: (t, p) for key, sub, t, p in inputs.variable() if sub is None}
@@ -280,6 +292,22 @@ def _contract_rule(rule, struct, args, kwargs, inputs, outputs, acc):
     if out is not None and out.size != outputs[0].data.size:
         raise Fallback
     return [out]
+
+
+def _einsum_string(args: tuple) -> tuple:
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as ``einsum("ab,bc->ac", a, b)``."""
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    output = None
+    if len(args) % 2:
+        args, output = args[:-1], args[-1]
+    operands, terms = list(args[0::2]), list(args[1::2])
+    try:
+        spec = ",".join("".join(letters[int(i)] for i in t) for t in terms)
+        if output is not None:
+            spec += "->" + "".join(letters[int(i)] for i in output)
+    except (TypeError, ValueError, IndexError) as exc:
+        raise Fallback from exc  # Ellipsis in a sublist
+    return (spec, *operands)
 
 
 def _outer(rule, struct, args, kwargs, inputs, outputs, acc):
@@ -309,20 +337,24 @@ def _product_of_elements(inputs, index, acc):
 
 
 def _convolve(rule, struct, args, kwargs, inputs, outputs, acc):
+    """Full N-d convolution: ``out[i + j]`` sums ``a[i] * b[j]``."""
     a, b = (np.asarray(_data(_arg(args, kwargs, k))) for k in (0, 1))
-    if a.ndim != 1 or b.ndim != 1:
+    out_shape = outputs[0].data.shape
+    if a.ndim != b.ndim or len(out_shape) != a.ndim:
         raise Fallback
     variable = {key: p for key, sub, _, p in inputs.variable() if sub is None}
     size = outputs[0].data.size
     parts = []
-    for key, other in ((0, b), (1, a)):
+    for key, own, other in ((0, a, b), (1, b, a)):
         if key not in variable:
             continue
-        own = a.size if key == 0 else b.size
-        support = np.arange(other.size) if (1 - key) in variable else np.flatnonzero(other)
-        i = np.repeat(np.arange(own), support.size)
-        j = np.tile(support, own)
-        parts.append(product(selector(i + j, i, (size, own)), variable[key]))
+        mine = np.array(np.unravel_index(np.arange(own.size), own.shape)).T
+        support = np.ones(other.shape, bool) if (1 - key) in variable else other != 0
+        theirs = np.argwhere(support)
+        at = mine[:, None, :] + theirs[None, :, :]
+        rows = np.ravel_multi_index(tuple(at.reshape(-1, own.ndim).T), out_shape)
+        cols = np.repeat(np.arange(own.size), theirs.shape[0])
+        parts.append(product(selector(rows, cols, (size, own.size)), variable[key]))
     if acc is not None and len(variable) == 2:
         acc.cross(Pattern(variable[0].union_row()), Pattern(variable[1].union_row()))
     return [union(parts)]
@@ -384,6 +416,17 @@ def _bincount(rule, struct, args, kwargs, inputs, outputs, acc):
     return [product(selector(x, np.arange(x.size), (size, x.size)), p)]
 
 
+def assigned_positions(shape: tuple, region: tuple) -> np.ndarray:
+    """For each element of an indexed region, the element of the assigned value that
+    lands there (NumPy drops the value's leading length-one axes first)."""
+    shape = tuple(shape)
+    while len(shape) > len(region) and shape[0] == 1:
+        shape = shape[1:]
+    if not shape:
+        return np.zeros(int(np.prod(region)), np.int64)
+    return broadcast_positions(shape, region)
+
+
 def setitem_pattern(
     old: Pattern | None,
     old_shape: tuple,
@@ -412,7 +455,23 @@ def setitem_pattern(
     return Pattern(sp.vstack([old_rows, value_rows], format="csr")).take(source)
 
 
+def _setitem_rule(rule, struct, args, kwargs, inputs, outputs, acc):
+    """The functional form ``setitem(x, index, value)`` (the in-place form reports to
+    the tracer directly)."""
+    x, index, value = args[0], args[1], args[2]
+    shape = np.shape(_data(x))
+    variable = {key: (t, p) for key, sub, t, p in inputs.variable() if sub is None}
+    old = variable[0][1] if 0 in variable else None
+    vpattern, vshape = None, np.shape(_data(value))
+    if 2 in variable:
+        region = np.empty(shape, np.int8)[_data(index)].shape
+        vpattern = variable[2][1].take(assigned_positions(vshape, region))
+        vshape = region
+    return [setitem_pattern(old, shape, index, inputs.tainted_at(1), vpattern, vshape)]
+
+
 KINDS: dict[str, Callable] = {
+    "setitem": _setitem_rule,
     "elementwise": _elementwise,
     "select": _select,
     "reduce": _reduce,

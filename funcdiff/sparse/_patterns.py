@@ -77,6 +77,8 @@ class Pattern:
 
 
 def _is_arange(index: np.ndarray) -> bool:
+    if index.size == 0:
+        return True
     return bool(index[0] == 0 and index[-1] == index.size - 1 and np.all(np.diff(index) == 1))
 
 
