@@ -43,6 +43,7 @@ LAYERS = (
         "funcdiff.signal",
         "funcdiff.numpy",
         "funcdiff.stats",
+        "funcdiff.sparse",
     ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),
