@@ -234,18 +234,19 @@ class Replayed:
             call[i] = tensor(arr, requires_grad=i in diff)
         return call
 
-    def _compute(self, call: list) -> Any:
-        """The derivative on Tensors, eagerly (recorded when a tracer is installed)."""
+    def _compute(self, call: list, create_graph: bool = True) -> Any:
+        """The derivative on Tensors, eagerly. With a tracer installed it runs with
+        ``create_graph=True``, so that the backward pass is NumPy calls on Tensors too."""
         diff = [call[i % len(call)] for i in self._diff()]
         kind = self.kind
         if kind in ("value_and_grad", "grad"):
             out = self.f(*call)
             if not isinstance(out, Tensor) or out.data.size != 1:
+                got = f"shape {out.shape}" if isinstance(out, Tensor) else type(out).__name__
                 raise ValueError(
-                    f"funcdiff.replay.{kind} needs a function returning one number, got "
-                    f"{'a Tensor of shape ' + str(out.shape) if isinstance(out, Tensor) else type(out).__name__}"
+                    f"funcdiff.replay.{kind} needs a function returning one number, got {got}"
                 )
-            grads = _grad(out, diff, create_graph=True, allow_unused=True)
+            grads = _grad(out, diff, create_graph=create_graph, allow_unused=True)
             # An input the value does not depend on has a zero gradient (as jax.grad).
             return out, tuple(np.zeros_like(x) if g is None else g for g, x in zip(grads, diff))
         extra = call[-1]
@@ -261,18 +262,18 @@ class Replayed:
 
         xs = diff[0] if single else tuple(diff)
         if kind == "jacobian":
-            return functional.jacobian(of, xs, create_graph=True, vectorize=True)
+            return functional.jacobian(of, xs, create_graph=create_graph, vectorize=True)
         if kind == "hessian":
             return functional.hessian(of, xs, create_graph=True, vectorize=True)
         if kind == "hvp":
-            return functional.hvp(of, xs, extra, create_graph=True)
+            return functional.hvp(of, xs, extra, create_graph=create_graph)
         if kind == "vjp":
-            return functional.vjp(of, xs, extra, create_graph=True)
-        return functional.jvp(of, xs, extra, create_graph=True)
+            return functional.vjp(of, xs, extra, create_graph=create_graph)
+        return functional.jvp(of, xs, extra, create_graph=create_graph)
 
     def _trace(self, args: tuple, positions: list[int]) -> tuple[Program, Any]:
         _, arrays, _ = self._split(args)
-        tracer = ReplayTracer()
+        tracer = ReplayTracer(graph_free=self.kind in ("value_and_grad", "grad", "vjp", "jacobian"))
         if grad_mode._state.tracer is not None or grad_mode._state.observer is not None:
             raise TraceError(
                 "funcdiff.replay cannot record inside another recording or sparsity detection"
@@ -293,7 +294,7 @@ class Replayed:
     def _eager(self, args: tuple, positions: list[int]) -> Any:
         _, arrays, _ = self._split(args)
         with enable_grad():
-            return _arrays(self._compute(self._tensors(args, positions, arrays)))
+            return _arrays(self._compute(self._tensors(args, positions, arrays), False))
 
     def _validate(self, program: Program, args: tuple, positions: list[int]) -> None:
         """Replay at a nearby point and compare with eager there."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff.replay._codegen import compile_program
 from funcdiff.replay._tracer import (
     CALL,
     COPY,
@@ -30,6 +31,8 @@ from funcdiff.replay._tracer import (
 __all__ = ["Program", "GuardFailure", "build"]
 
 _ARRAYS = (np.ndarray, np.generic)
+#: Runs of a program before it is compiled (the validation run counts).
+COMPILE_AFTER = 3
 
 # Runner opcodes (specialised CALLs first: they are most of every program).
 _UNARY, _BINARY, _BINARY_CONST_RIGHT, _BINARY_CONST_LEFT, _GENERAL = range(5)
@@ -63,6 +66,13 @@ def _fill(template: Any, v: list) -> Any:
     return template
 
 
+def _gather(structure: Any, v: list) -> Any:
+    """The values of an output structure (slot numbers, nested tuples, None)."""
+    if structure is None or isinstance(structure, int):
+        return None if structure is None else v[structure]
+    return tuple(_gather(s, v) for s in structure)
+
+
 def _uses(template: Any) -> list[int]:
     if type(template) is Slot:
         return [template.index]
@@ -83,38 +93,58 @@ class Program:
         self.inputs = inputs
         self.code = code
         self.outputs = outputs  # a nested structure of slot indices (None: no value)
+        self.copies = _copies(outputs, template, set(inputs))
+        self.compiled: Any = None
+        self.runs = 0
         self.info = {
             "instructions": len(code),
             "recorded": n_recorded,
             "guards": sum(1 for c in code if c[0] == _GUARD),
+            "compiled": False,
         }
 
     def run(self, arrays: Sequence[np.ndarray]) -> Any:
-        """The outputs for ``arrays`` (raises :class:`GuardFailure` off the path)."""
+        """The outputs for ``arrays`` (raises :class:`GuardFailure` off the path).
+
+        The first runs interpret the instructions; a program that is replayed again is
+        compiled to straight-line Python (see :mod:`funcdiff.replay._codegen`), which
+        pays for itself within a few calls.
+        """
+        if self.compiled is not None:
+            return _emit(self.compiled(*arrays), self.copies)
+        self.runs += 1
+        if self.runs >= COMPILE_AFTER:
+            self.compiled = compile_program(
+                self.code, self.inputs, self.template, self.outputs, _OPCODES
+            )
+            if self.compiled is not None:
+                self.info["compiled"] = True
+                return _emit(self.compiled(*arrays), self.copies)
+            self.runs = -(1 << 62)  # too long to compile: interpret from now on
+        return self.interpret(arrays)
+
+    def interpret(self, arrays: Sequence[np.ndarray]) -> Any:
+        """:meth:`run` by the instruction loop (for programs too long to compile)."""
         v = self.template.copy()
         for slot, a in zip(self.inputs, arrays):
             v[slot] = a
         for ins in self.code:
             op = ins[0]
             if op == _BINARY:
-                v[ins[4]] = ins[1](v[ins[2]], v[ins[3]])
+                v[ins[5]] = ins[1](v[ins[2]], v[ins[3]])
             elif op == _UNARY:
-                v[ins[3]] = ins[1](v[ins[2]])
+                v[ins[4]] = ins[1](v[ins[2]])
             elif op == _BINARY_CONST_RIGHT:
-                v[ins[4]] = ins[1](v[ins[2]], ins[3])
+                v[ins[5]] = ins[1](v[ins[2]], ins[3])
             elif op == _BINARY_CONST_LEFT:
-                v[ins[4]] = ins[1](ins[2], v[ins[3]])
+                v[ins[5]] = ins[1](ins[2], v[ins[3]])
             elif op == _GENERAL:
                 result = ins[1](*_fill(ins[2], v), **{k: _fill(t, v) for k, t in ins[3].items()})
-                outs = ins[4]
-                if len(outs) == 1 and type(result) is np.ndarray:
-                    v[outs[0]] = result
-                else:
-                    for slot, value in zip(outs, _unpack(result, len(outs))):
-                        v[slot] = value
+                for slot, value in zip(ins[4], _unpack(result, len(ins[4]))):
+                    v[slot] = value
                 continue
             elif op == _GUARD:
-                _check(ins, v[ins[1]])
+                _guard(v[ins[1]], ins[2], ins[3])
                 continue
             elif op == _COPY_INTO:
                 np.copyto(v[ins[1]], v[ins[2]], casting="same_kind")
@@ -128,15 +158,13 @@ class Program:
             elif op == _COPY:
                 v[ins[2]] = np.array(v[ins[1]], copy=True)
                 continue
-            # specialised calls: a NumPy scalar becomes a 0-d array, as eagerly
-            out = ins[-1]
-            if type(v[out]) is not np.ndarray:
-                v[out] = np.asarray(v[out])
-        return _fill_outputs(self.outputs, v, self.template, set(self.inputs))
+            if ins[-2]:  # a ufunc of 0-d arrays returns a NumPy scalar: a 0-d array, as eagerly
+                v[ins[-1]] = np.asarray(v[ins[-1]])
+        return _emit(_gather(self.outputs, v), self.copies)
 
 
-def _check(ins: tuple, value: Any) -> None:
-    _, _, kind, expected = ins
+def _guard(value: Any, kind: str, expected: Any) -> None:
+    """Raise :class:`GuardFailure` unless the conversion gives what it gave when recorded."""
     if kind == "bool":
         got = bool(value)
     elif kind == "int":
@@ -144,25 +172,31 @@ def _check(ins: tuple, value: Any) -> None:
     elif kind == "item":
         got = value.item()
     else:
-        got = value
-        if not (got.shape == expected.shape and np.array_equal(got, expected, equal_nan=True)):
-            raise GuardFailure(kind, expected, got)
+        if not (value.shape == expected.shape and np.array_equal(value, expected, equal_nan=True)):
+            raise GuardFailure(kind, expected, value)
         return
     if got != expected and not (got != got and expected != expected):
         raise GuardFailure(kind, expected, got)
 
 
-def _fill_outputs(structure: Any, v: list, template: list, inputs: set) -> Any:
+def _emit(values: Any, copies: Any) -> Any:
+    """The outputs handed to the caller: never an input, a constant of the program or a
+    view of one (a later call, or the caller, could change it)."""
+    if values is None:
+        return None
+    if isinstance(copies, bool):
+        if copies or values.base is not None:
+            return np.array(values, copy=True)
+        return values
+    return tuple(_emit(v, c) for v, c in zip(values, copies))
+
+
+def _copies(structure: Any, template: list, inputs: set) -> Any:
     if structure is None:
         return None
     if isinstance(structure, int):
-        value = v[structure]
-        # Never hand out an input, a constant of the program or a view of one: a later
-        # call (or the caller) could change it.
-        if structure in inputs or template[structure] is not None or value.base is not None:
-            return np.array(value, copy=True)
-        return value
-    return type(structure)(_fill_outputs(s, v, template, inputs) for s in structure)
+        return structure in inputs or template[structure] is not None
+    return tuple(_copies(s, template, inputs) for s in structure)
 
 
 def build(tracer: ReplayTracer, outputs: Any) -> Program:
@@ -190,9 +224,14 @@ def build(tracer: ReplayTracer, outputs: Any) -> Program:
         elif kind in (COPY_INTO, SET_ITEM, INPLACE_UFUNC):
             # Kept whatever is needed: a view of the target taken earlier sees the
             # change, as it does eagerly.
-            target = ins[1] if kind != INPLACE_UFUNC else ins[2]
-            needed.add(target)
-            needed.update(_uses(ins[2:]) if kind != INPLACE_UFUNC else _uses(ins[3]))
+            if kind == COPY_INTO:
+                needed.update((ins[1], ins[2]))
+            elif kind == SET_ITEM:
+                needed.add(ins[1])
+                needed.update(_uses(ins[2]) + _uses(ins[3]))
+            else:
+                needed.add(ins[2])
+                needed.update(_uses(ins[3]))
         elif kind == COPY:
             if ins[2] not in needed:
                 continue
@@ -204,25 +243,27 @@ def build(tracer: ReplayTracer, outputs: Any) -> Program:
     for slot in needed:
         if tracer.kind[slot] == "const":
             template[slot] = tracer.values[slot]
-    code = [_lower(ins) for ins in kept]
+    code = [_lower(ins, tracer) for ins in kept]
     return Program(template, tuple(tracer.inputs), code, outputs, len(tracer.code))
 
 
-def _lower(ins: tuple) -> tuple:
+def _lower(ins: tuple, tracer: ReplayTracer) -> tuple:
     kind = ins[0]
     if kind == CALL:
         _, fn, args_t, kwargs_t, outs = ins
         if not kwargs_t and len(outs) == 1 and isinstance(fn, np.ufunc) and fn.nout == 1:
             slots = [type(a) is Slot for a in args_t]
+            wrap = np.ndim(tracer.values[outs[0]]) == 0
+            out = outs[0]
             if len(args_t) == 1 and slots[0]:
-                return (_UNARY, fn, args_t[0].index, outs[0])
+                return (_UNARY, fn, args_t[0].index, wrap, out)
             if len(args_t) == 2 and all(_plain(a) for a in args_t):
                 if slots == [True, True]:
-                    return (_BINARY, fn, args_t[0].index, args_t[1].index, outs[0])
+                    return (_BINARY, fn, args_t[0].index, args_t[1].index, wrap, out)
                 if slots == [True, False]:
-                    return (_BINARY_CONST_RIGHT, fn, args_t[0].index, args_t[1], outs[0])
+                    return (_BINARY_CONST_RIGHT, fn, args_t[0].index, args_t[1], wrap, out)
                 if slots == [False, True]:
-                    return (_BINARY_CONST_LEFT, fn, args_t[0], args_t[1].index, outs[0])
+                    return (_BINARY_CONST_LEFT, fn, args_t[0], args_t[1].index, wrap, out)
         return (_GENERAL, fn, args_t, kwargs_t, outs)
     if kind == GUARD:
         return (_GUARD, ins[1], ins[2], ins[3])
@@ -238,3 +279,19 @@ def _lower(ins: tuple) -> tuple:
 def _plain(arg: Any) -> bool:
     """A slot or a constant that is not a sequence (which a ufunc would convert anew)."""
     return type(arg) is Slot or not isinstance(arg, (list, tuple))
+
+
+_OPCODES = {
+    "unary": _UNARY,
+    "binary": _BINARY,
+    "right": _BINARY_CONST_RIGHT,
+    "left": _BINARY_CONST_LEFT,
+    "general": _GENERAL,
+    "guard": _GUARD,
+    "copy_into": _COPY_INTO,
+    "set_item": _SET_ITEM,
+    "inplace": _INPLACE,
+    "copy": _COPY,
+    "unpack": _unpack,
+    "guard_check": _guard,
+}

@@ -53,7 +53,10 @@ COPY = 5  # outs = np.array(v[a], copy=True)
 class ReplayTracer:
     """Records the instructions of one run (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, graph_free: bool = False) -> None:
+        # Whether the engine may run the traced backward pass without recording a graph
+        # of it (a first-order derivative: nothing differentiates the result again).
+        self.graph_free = graph_free
         self.values: list[Any] = []  # the trace-time value of every slot
         self.depends: list[bool] = []  # whether a slot's value depends on an input
         self.kind: list[str] = []  # "input", "const" or "op"
@@ -123,14 +126,35 @@ class ReplayTracer:
     def op(
         self, rule: Any, args: Sequence, kwargs: dict, paths: list, tensors: list, outputs: list
     ) -> None:
+        """An operation of ``call``: the Tensors at ``paths`` (positions, or positions
+        and an index in a list) become slot references."""
+        depends = False
+        args_t: Any = args
+        kwargs_t: Any = kwargs or {}
+        if tensors:
+            args_t, kwargs_t = list(args), dict(kwargs) if kwargs else {}
+            by_tensor, flags = self.by_tensor, self.depends
+            for (key, sub), t in zip(paths, tensors):
+                slot = by_tensor.get(id(t))
+                if slot is None:
+                    slot = self.slot_of(t)
+                depends = depends or flags[slot]
+                target = kwargs_t if isinstance(key, str) else args_t
+                if sub is None:
+                    target[key] = Slot(slot)
+                else:
+                    items = list(target[key])
+                    items[sub] = Slot(slot)
+                    target[key] = type(target[key])(items)
+        outs = self.outputs_of(outputs, depends)
+        self.code.append((CALL, rule.fn, tuple(args_t), kwargs_t, outs))
+
+    def foreign(self, func: Any, args: Sequence, kwargs: dict, outputs: Sequence[Tensor]) -> None:
         args_t = tuple(self._template(a) for a in args)
         kwargs_t = {k: self._template(v) for k, v in kwargs.items()}
         depends = self._depends(args_t) or self._depends(tuple(kwargs_t.values()))
         outs = self.outputs_of(outputs, depends)
-        self.code.append((CALL, rule.fn, args_t, kwargs_t, outs))
-
-    def foreign(self, func: Any, args: Sequence, kwargs: dict, outputs: Sequence[Tensor]) -> None:
-        self.op(_Foreign(func), args, kwargs, [], [], list(outputs))
+        self.code.append((CALL, _unwrapping(func), args_t, kwargs_t, outs))
 
     def derived(self, out: Tensor, sources: Sequence[Any]) -> None:
         # detach() shares the array: the same value, found by the array's identity.
@@ -191,10 +215,6 @@ class ReplayTracer:
         self.code.append((GUARD, slot, kind, expected))
 
 
-class _Foreign:
-    """A NumPy function without a rule, run on arrays (it recorded nothing)."""
-
-    __slots__ = ("fn",)
-
-    def __init__(self, fn: Any) -> None:
-        self.fn = fn
+def _unwrapping(func: Any) -> Any:
+    """A NumPy function without a rule, as eager ran it: on the arrays themselves."""
+    return func

@@ -84,6 +84,9 @@ class PatternTracer(GuardRecorder):
         Also accumulate the Hessian pattern.
     """
 
+    #: Detection runs no backward pass of its own.
+    graph_free = False
+
     def __init__(self, inputs: Sequence[Tensor], hessian: bool = False) -> None:
         super().__init__()
         self.ncols = sum(int(t.data.size) for t in inputs)
