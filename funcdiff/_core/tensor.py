@@ -599,7 +599,7 @@ def values_read(x: Any) -> Any:
     and a conversion of it to an ndarray or a Python value is a guard, not a constant.
     """
     if not isinstance(x, Tensor):
-        return np.asarray(x)
+        return x
     state = grad_mode._state
     if state.tracer is not None or state.observer is not None:
         return x.detach()

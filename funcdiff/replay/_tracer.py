@@ -157,11 +157,11 @@ class ReplayTracer:
         self.code.append((CALL, _unwrapping(func), args_t, kwargs_t, outs))
 
     def derived(self, out: Tensor, sources: Sequence[Any]) -> None:
-        # detach() shares the array: the same value, found by the array's identity.
-        slot = self.by_array.get(id(out.data))
-        if slot is None:
+        """``out = source.detach()``: the same array, so the same slot."""
+        source = sources[0]
+        if not isinstance(source, Tensor) or out.data is not source.data:
             raise TraceError("a Tensor was derived from another outside funcdiff's operations")
-        self.by_tensor[id(out)] = slot
+        self.by_tensor[id(out)] = self.slot_of(source)
         self.keep.append(out)
 
     def alias(self, new: Tensor, source: Tensor) -> None:
