@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from benchmarks import _machine
     from benchmarks import sparse_problems as SP
-    from benchmarks._timing import FULL, QUICK, Budget
+    from benchmarks._timing import FULL, QUICK
     from benchmarks.run import _contention, _jsonable, _kernel_summary, _loadavg, time_interleaved
     from benchmarks.sparse_cells import Libraries, build_cells
 
@@ -355,7 +355,6 @@ def main(argv: list[str] | None = None) -> int:
         max_repeats=3 if args.quick else 9,
         slow_repeats=1 if args.quick else 3,
     )
-    assert isinstance(prepare_budget, Budget)
     rounds = args.rounds if args.rounds is not None else (1 if args.quick else 3)
     if rounds < 1:
         raise SystemExit("--rounds must be at least 1")

@@ -375,9 +375,7 @@ def casadi_cells(p: SP.SparseProblem, libs: Libraries, symbols: tuple[str, ...])
         info = {
             "symbols": sym,
             "ncolors": int(colouring.size2()),
-            "colouring": "Sparsity.star_coloring"
-            if p.kind == "hessian"
-            else "Sparsity.uni_coloring",
+            "colouring": "star_coloring" if p.kind == "hessian" else "uni_coloring",
             "cold_prepare_s": cold,
         }
         row = np.asarray(pattern.row(), dtype=np.int32)
