@@ -26,6 +26,19 @@ dogleg, trust-exact                                  ``jac`` and dense ``hess``
 ==================================================  ==========================
 
 Anything you pass yourself (``jac=``, ``hess=``, ``hessp=``) is used instead.
+
+Sparse derivatives (``sparse=``)
+--------------------------------
+``least_squares``, ``root`` and ``minimize`` take ``sparse=True`` (or a sparsity
+pattern, or ``"auto"``): the Jacobian (the Hessian for ``minimize``) is then computed
+by :mod:`funcdiff.sparse`, with its pattern detected from the code at ``x0`` and
+coloured once, so each evaluation costs one batched pass with one tangent per colour
+instead of one per column. SciPy gets a ``scipy.sparse.csr_array`` where it accepts
+one (``least_squares`` with ``method="trf"`` or ``"dogbox"``, ``minimize`` with
+``"trust-constr"`` or ``"Newton-CG"``) and the same matrix made dense where it needs
+dense input (MINPACK's ``"lm"`` and ``"hybr"``, ``"dogleg"``, ``"trust-exact"``).
+``"auto"`` goes sparse when the detected pattern holds at most a tenth of the entries
+and has at least 100 columns.
 """
 
 from __future__ import annotations
@@ -40,6 +53,7 @@ from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._jacobian import basis_rows, jacobian_rows, jvp, vjp
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
+from funcdiff.sparse import prepare_hessian, prepare_jacobian
 
 __all__ = [
     "Derivatives",
@@ -55,6 +69,7 @@ _DERIVATIVE_FREE = {"nelder-mead", "powell", "cobyla", "cobyqa"}
 _HESSP_METHODS = {"newton-cg", "trust-ncg", "trust-krylov", "trust-constr"}
 _HESS_METHODS = {"dogleg", "trust-exact"}
 _ROOT_JAC_METHODS = {"hybr", "lm"}
+_SPARSE_HESSIAN_METHODS = {"trust-constr", "newton-cg"}
 
 
 def _as_x(x: Any, name: str = "x") -> np.ndarray:
@@ -267,6 +282,38 @@ def derivatives(fun: Callable[..., Any], args: Sequence[Any] = ()) -> Derivative
     return Derivatives(fun, args)
 
 
+def _sparse_choice(sparse: Any) -> Any:
+    """Check ``sparse``: False, True, "auto" or a pattern."""
+    if sparse is False or sparse is None or sparse is True or isinstance(sparse, str):
+        if isinstance(sparse, str) and sparse != "auto":
+            raise ValueError(f"sparse must be True, False, 'auto' or a pattern, got {sparse!r}")
+        return bool(sparse) if not isinstance(sparse, str) else sparse
+    return sparse  # a pattern: checked by funcdiff.sparse
+
+
+def _worth_it(pattern: Any) -> bool:
+    m, n = pattern.shape
+    return n >= 100 and pattern.nnz <= 0.1 * m * n
+
+
+def _prepared_jacobian(fun: Callable, x0: np.ndarray, args: tuple, sparse: Any) -> Any:
+    """A prepared sparse Jacobian for ``sparse`` (None when "auto" finds it dense)."""
+    given = None if isinstance(sparse, (bool, str)) else sparse
+    J = prepare_jacobian(fun, x0, given, args=args)
+    if sparse == "auto" and not _worth_it(J.sparsity):
+        return None
+    return J
+
+
+def _densified(prepared: Any) -> Callable:
+    """The prepared matrix as a dense ndarray, for solvers that need one (MINPACK)."""
+
+    def dense(x: Any, *args: Any) -> np.ndarray:
+        return prepared(x, *args).toarray()
+
+    return dense
+
+
 def _method_name(method: Any) -> str | None:
     return method.lower() if isinstance(method, str) else None
 
@@ -290,6 +337,7 @@ def minimize(
     jac: Any = None,
     hess: Any = None,
     hessp: Any = None,
+    sparse: Any = False,
     **kwargs: Any,
 ) -> Any:
     """``scipy.optimize.minimize`` with exact derivatives from funcdiff.
@@ -307,6 +355,10 @@ def minimize(
         module docstring).
     jac, hess, hessp : optional
         Your own values replace funcdiff's (e.g. ``jac="2-point"``).
+    sparse : bool, "auto" or sparsity pattern
+        Compute the Hessian with :func:`funcdiff.sparse.prepare_hessian` (for the
+        methods that take a Hessian: ``trust-constr`` and ``Newton-CG`` get it sparse,
+        ``dogleg`` and ``trust-exact`` dense); see the module docstring.
     **kwargs
         Passed to ``scipy.optimize.minimize`` (bounds, constraints, tol, options, ...).
 
@@ -329,14 +381,25 @@ def minimize(
 
     d = Derivatives(fun, args)
     name = _method_name(method)
+    sparse = _sparse_choice(sparse)
+    x0 = _as_x(x0, "x0")
     if jac is None and name not in _DERIVATIVE_FREE:
         jac = d.jac
+    if sparse is not False and hess is None and hessp is None:
+        if name not in _SPARSE_HESSIAN_METHODS | _HESS_METHODS:
+            raise ValueError(
+                f"sparse={sparse!r} needs a method that takes a Hessian matrix: "
+                f"trust-constr, Newton-CG, dogleg or trust-exact, got method={method!r}"
+            )
+        given = None if isinstance(sparse, (bool, str)) else sparse
+        H = prepare_hessian(fun, x0, given, args=tuple(args))
+        if sparse != "auto" or _worth_it(H.sparsity):
+            hess = H if name in _SPARSE_HESSIAN_METHODS else _densified(H)
     if hess is None and hessp is None:
         if name in _HESSP_METHODS:
             hessp = d.hessp
         elif name in _HESS_METHODS:
             hess = d.hess
-    x0 = _as_x(x0, "x0")
     res = scipy.optimize.minimize(
         d.fun, x0, args=tuple(args), method=method, jac=jac, hess=hess, hessp=hessp, **kwargs
     )
@@ -349,9 +412,14 @@ def least_squares(
     jac: Any = None,
     args: Sequence[Any] = (),
     kwargs: dict | None = None,
+    sparse: Any = False,
     **options: Any,
 ) -> Any:
     """``scipy.optimize.least_squares`` with the exact (m, n) Jacobian of the residuals.
+
+    With ``sparse=True`` (or a pattern, or ``"auto"``) the Jacobian is a prepared
+    :func:`funcdiff.sparse.prepare_jacobian`: sparse for ``method="trf"`` and
+    ``"dogbox"`` (SciPy then solves with ``lsmr``), dense for ``"lm"``.
 
     Examples
     --------
@@ -366,10 +434,18 @@ def least_squares(
     import scipy.optimize
 
     d = Derivatives(fun, args)
+    sparse = _sparse_choice(sparse)
+    x0 = _as_x(x0, "x0")
+    if jac is None and sparse is not False:
+        bound = fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
+        J = _prepared_jacobian(bound, x0, tuple(args), sparse)
+        if J is not None:
+            prepared = J if options.get("method", "trf") != "lm" else _densified(J)
+            jac = lambda x, *a, **kw: prepared(x, *a)  # noqa: E731  (kwargs are bound)
     if jac is None:
         jac = d.jac
     res = scipy.optimize.least_squares(
-        d.fun, _as_x(x0, "x0"), jac=jac, args=tuple(args), kwargs=kwargs or {}, **options
+        d.fun, x0, jac=jac, args=tuple(args), kwargs=kwargs or {}, **options
     )
     return _clean(res)
 
@@ -380,9 +456,14 @@ def root(
     args: Sequence[Any] = (),
     method: str = "hybr",
     jac: Any = None,
+    sparse: Any = False,
     **kwargs: Any,
 ) -> Any:
     """``scipy.optimize.root`` with the exact Jacobian (for ``hybr`` and ``lm``).
+
+    With ``sparse=True`` (or a pattern, or ``"auto"``) the Jacobian is computed by
+    :func:`funcdiff.sparse.prepare_jacobian` (one pass per colour) and handed to
+    MINPACK dense.
 
     Examples
     --------
@@ -395,11 +476,12 @@ def root(
     import scipy.optimize
 
     d = Derivatives(fun, args)
+    sparse = _sparse_choice(sparse)
+    x0 = _as_x(x0, "x0")
     if jac is None and _method_name(method) in _ROOT_JAC_METHODS:
-        jac = d.jac
-    res = scipy.optimize.root(
-        d.fun, _as_x(x0, "x0"), args=tuple(args), method=method, jac=jac, **kwargs
-    )
+        J = _prepared_jacobian(fun, x0, tuple(args), sparse) if sparse is not False else None
+        jac = d.jac if J is None else _densified(J)
+    res = scipy.optimize.root(d.fun, x0, args=tuple(args), method=method, jac=jac, **kwargs)
     return _clean(res)
 
 

@@ -27,16 +27,58 @@ DIFFERENTIABLE = [r for r in all_rules() if r.differentiable]
 CASES = [(r, i, c) for r in DIFFERENTIABLE for i, c in enumerate(r.cases)]
 
 #: Structures whose patterns are exact at generic points.
-TIGHT = {"select", "reduce", "scan", "contract", "outer", "kron", "convolve", "where",
-         "setitem", "index_add", "bincount", "full_like", "elementwise"}
+TIGHT = {
+    "select",
+    "reduce",
+    "scan",
+    "contract",
+    "outer",
+    "kron",
+    "convolve",
+    "where",
+    "setitem",
+    "index_add",
+    "bincount",
+    "full_like",
+    "elementwise",
+}
 #: Rules whose derivative vanishes on part of the domain the cases draw from, or whose
 #: tests draw inputs where one branch is never taken: exact patterns, not tight there.
-NOT_TIGHT_AT_CASES = {"clip", "maximum", "minimum", "fmax", "fmin", "absolute", "fabs",
-                      "copysign", "heaviside", "floor_divide", "remainder", "fmod", "modf",
-                      "frexp", "sort", "max", "min", "nanmax", "nanmin", "norm0",
-                      "where", "nan_to_num", "cross_last", "linear_recurrence", "divmod",
-                      "power", "float_power", "var", "std", "huber", "xlogy", "xlog1py",
-                      "rel_entr"}
+NOT_TIGHT_AT_CASES = {
+    "clip",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "absolute",
+    "fabs",
+    "copysign",
+    "heaviside",
+    "floor_divide",
+    "remainder",
+    "fmod",
+    "modf",
+    "frexp",
+    "sort",
+    "max",
+    "min",
+    "nanmax",
+    "nanmin",
+    "norm0",
+    "where",
+    "nan_to_num",
+    "cross_last",
+    "linear_recurrence",
+    "divmod",
+    "power",
+    "float_power",
+    "var",
+    "std",
+    "huber",
+    "xlogy",
+    "xlog1py",
+    "rel_entr",
+}
 
 
 def _problem(rule, case, seed):
@@ -130,7 +172,9 @@ def test_hessian_pattern_covers_the_hessian(rule, index, case) -> None:
         np.testing.assert_allclose(values, dense, rtol=0, atol=1e-10 * scale)
 
 
-@pytest.mark.parametrize("rule", [r for r in DIFFERENTIABLE if r.impl is None], ids=lambda r: r.name)
+@pytest.mark.parametrize(
+    "rule", [r for r in DIFFERENTIABLE if r.impl is None], ids=lambda r: r.name
+)
 def test_every_rule_declares_its_structure(rule) -> None:
     # A new differentiable operation needs a deliberate entry: elementwise rules say so
     # with diagonal=True, every other one in funcdiff.rules.structure.STRUCTURE.

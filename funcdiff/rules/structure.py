@@ -84,8 +84,7 @@ def _svnorm_axes(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
 
 
 _LINEAR = (
-    "add subtract negative positive conjugate real deg2rad rad2deg radians degrees "
-    "nan_to_num ldexp"
+    "add subtract negative positive conjugate real deg2rad rad2deg radians degrees nan_to_num ldexp"
 ).split()
 _PIECEWISE = (
     "absolute fabs maximum minimum fmax fmin copysign heaviside floor_divide remainder "

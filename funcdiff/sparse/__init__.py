@@ -39,7 +39,6 @@ from funcdiff.sparse._prepared import (
     SparsityError,
     SparsityGuardError,
     _output,
-    _scalar,
     as_point,
 )
 
@@ -57,9 +56,7 @@ __all__ = [
 ]
 
 
-def jacobian_sparsity(
-    f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ()
-) -> sp.csr_array:
+def jacobian_sparsity(f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ()) -> sp.csr_array:
     """The sparsity pattern of the Jacobian of ``f`` at ``x``, from ``f``'s code.
 
     Parameters
@@ -108,9 +105,7 @@ def jacobian_sparsity(
     return rows
 
 
-def hessian_sparsity(
-    f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ()
-) -> sp.csr_array:
+def hessian_sparsity(f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ()) -> sp.csr_array:
     """The sparsity pattern of the Hessian of a scalar ``f`` at ``x``, from its code.
 
     For a function with several outputs, the pattern is that of the Hessian of every
@@ -191,15 +186,20 @@ def prepare_jacobian(
     >>> import funcdiff.sparse as fs
     >>> J = fs.prepare_jacobian(lambda y: np.diff(y ** 3), np.ones(5))
     >>> J(np.arange(5.0)).toarray()
-    array([[-0.,  3.,  0.,  0.,  0.],
-           [ 0., -3., 12.,  0.,  0.],
-           [ 0.,  0., -12., 27.,  0.],
-           [ 0.,  0.,  0., -27., 48.]])
+    array([[  0.,   3.,   0.,   0.,   0.],
+           [  0.,  -3.,  12.,   0.,   0.],
+           [  0.,   0., -12.,  27.,   0.],
+           [  0.,   0.,   0., -27.,  48.]])
     >>> J.ncolors
     2
     """
     return SparseJacobian(
-        f, x, sparsity, mode=mode, args=args, on_guard_failure=on_guard_failure,
+        f,
+        x,
+        sparsity,
+        mode=mode,
+        args=args,
+        on_guard_failure=on_guard_failure,
         max_patterns=max_patterns,
     )
 
@@ -242,13 +242,22 @@ def prepare_hessian(
     2
     """
     return SparseHessian(
-        f, x, sparsity, coloring=coloring, args=args, on_guard_failure=on_guard_failure,
+        f,
+        x,
+        sparsity,
+        coloring=coloring,
+        args=args,
+        on_guard_failure=on_guard_failure,
         max_patterns=max_patterns,
     )
 
 
 def jacobian(
-    f: Callable[..., Any], x: Any, sparsity: Any = None, *, mode: str = "auto",
+    f: Callable[..., Any],
+    x: Any,
+    sparsity: Any = None,
+    *,
+    mode: str = "auto",
     args: Sequence[Any] = (),
 ) -> sp.csr_array:
     """The Jacobian of ``f`` at ``x`` as a float ``scipy.sparse.csr_array``.
@@ -270,7 +279,11 @@ def jacobian(
 
 
 def hessian(
-    f: Callable[..., Any], x: Any, sparsity: Any = None, *, coloring: str = "star",
+    f: Callable[..., Any],
+    x: Any,
+    sparsity: Any = None,
+    *,
+    coloring: str = "star",
     args: Sequence[Any] = (),
 ) -> sp.csr_array:
     """The Hessian of a scalar ``f`` at ``x`` as a float ``scipy.sparse.csr_array``.
@@ -285,6 +298,3 @@ def hessian(
            [0., 1., 0.]])
     """
     return SparseHessian(f, x, sparsity, coloring=coloring, args=args)(x)
-
-
-

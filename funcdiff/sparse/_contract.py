@@ -220,8 +220,10 @@ def _two(operands, norm, out_letters, sizes, acc):
     bf = [c for c in lb if c not in la and c in out_letters]
     ao = [c for c in la if c not in lb and c not in out_letters]
     bo = [c for c in lb if c not in la and c not in out_letters]
-    n = {k: int(np.prod([sizes[c] for c in v])) for k, v in
-         dict(b=batch, c=ctr, af=af, bf=bf, ao=ao, bo=bo).items()}
+    n = {
+        k: int(np.prod([sizes[c] for c in v]))
+        for k, v in dict(b=batch, c=ctr, af=af, bf=bf, ao=ao, bo=bo).items()
+    }
 
     def canon(letters: str, full: tuple, order: list[str], shape: tuple) -> np.ndarray:
         pos = positions(full).transpose([letters.index(c) for c in order])

@@ -125,8 +125,9 @@ class PatternTracer(GuardRecorder):
         return self.lookup(value)[0]
 
     # ------------------------------------------------------------------ events
-    def op(self, rule: Any, args: Sequence, kwargs: dict, paths: list, tensors: list,
-           outputs: list) -> None:
+    def op(
+        self, rule: Any, args: Sequence, kwargs: dict, paths: list, tensors: list, outputs: list
+    ) -> None:
         infos = [self.lookup(t) for t in tensors]
         tainted = any(t for _, t in infos)
         if not tainted:

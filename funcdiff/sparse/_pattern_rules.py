@@ -235,7 +235,7 @@ def _fibre(rule, struct, args, kwargs, inputs, outputs, acc):
     if any(o.data.shape != out_shape for o in outputs):
         raise Fallback
     aligned = []
-    for key, sub, t, p in inputs.variable():
+    for _, sub, t, p in inputs.variable():
         if sub is not None:
             raise Fallback
         if axis_none:
@@ -249,8 +249,10 @@ def _fibre(rule, struct, args, kwargs, inputs, outputs, acc):
     per_fibre = product(sel, joined)
     kept = [a for a in range(ndim) if a not in axes]
     ids = positions([out_shape[a] for a in kept])
-    ids = np.broadcast_to(np.expand_dims(ids, tuple(axes)), out_shape) if kept else np.zeros(
-        out_shape, np.int64
+    ids = (
+        np.broadcast_to(np.expand_dims(ids, tuple(axes)), out_shape)
+        if kept
+        else np.zeros(out_shape, np.int64)
     )
     out = per_fibre.take(ids.ravel())
     if acc is not None and struct.curvature != "piecewise":
@@ -380,7 +382,7 @@ def _where(rule, struct, args, kwargs, inputs, outputs, acc):
     if len(branches) == 2:
         stacked = Pattern(sp.vstack([branches[1].rows(), branches[2].rows()], format="csr"))
         return [stacked.take(np.where(condition, here, here + size))]
-    (key, p), = branches.items()
+    ((key, p),) = branches.items()
     return [p.take(np.where(condition if key == 1 else ~condition, here, -1))]
 
 

@@ -99,8 +99,9 @@ def _csr_rows(rows: Sequence[np.ndarray], ncols: int) -> sp.csr_array:
 def take_rows(base: sp.csr_array, rowmap: np.ndarray) -> sp.csr_array:
     """Rows ``rowmap`` of ``base`` (``-1``: an empty row), as one vectorised gather."""
     if base.shape[0] == 0:  # only constants can be taken from nothing
-        return _csr(np.zeros(rowmap.size + 1, np.int64), np.zeros(0, np.int64),
-                    (rowmap.size, base.shape[1]))
+        return _csr(
+            np.zeros(rowmap.size + 1, np.int64), np.zeros(0, np.int64), (rowmap.size, base.shape[1])
+        )
     indptr = base.indptr.astype(np.int64, copy=False)
     safe = np.maximum(rowmap, 0)
     lengths = indptr[safe + 1] - indptr[safe]
@@ -203,9 +204,7 @@ def prefixes(shape: Sequence[int], axis: int | None) -> sp.csr_array:
     # out position of (fibre f, i) reads (fibre f, j) for j <= i
     out_pos = lead[:, rows_i].ravel()
     in_pos = lead[:, cols_j].ravel()
-    m = sp.coo_array(
-        (np.ones(out_pos.size, bool), (out_pos, in_pos)), shape=(size, size)
-    ).tocsr()
+    m = sp.coo_array((np.ones(out_pos.size, bool), (out_pos, in_pos)), shape=(size, size)).tocsr()
     m.sort_indices()
     return m
 

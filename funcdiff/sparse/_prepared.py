@@ -220,8 +220,17 @@ class SparseJacobian(_Prepared):
 
     _what = "prepare_jacobian"
 
-    def __init__(self, f, x, sparsity=None, *, mode="auto", args=(),
-                 on_guard_failure="redetect", max_patterns=8) -> None:
+    def __init__(
+        self,
+        f,
+        x,
+        sparsity=None,
+        *,
+        mode="auto",
+        args=(),
+        on_guard_failure="redetect",
+        max_patterns=8,
+    ) -> None:
         if mode not in ("auto", "forward", "reverse"):
             raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
         self._mode_asked = mode
@@ -328,8 +337,17 @@ class SparseHessian(_Prepared):
 
     _what = "prepare_hessian"
 
-    def __init__(self, f, x, sparsity=None, *, coloring="star", args=(),
-                 on_guard_failure="redetect", max_patterns=8) -> None:
+    def __init__(
+        self,
+        f,
+        x,
+        sparsity=None,
+        *,
+        coloring="star",
+        args=(),
+        on_guard_failure="redetect",
+        max_patterns=8,
+    ) -> None:
         if coloring not in ("star", "column"):
             raise ValueError(f"coloring must be 'star' or 'column', got {coloring!r}")
         self._method = coloring
@@ -378,8 +396,7 @@ class SparseHessian(_Prepared):
         compressed = np.zeros((k, n))
         if g is not None and g._requires_grad and k:
             seeds = entry.coloring.seeds(n).reshape((k,) + xt.data.shape)
-            (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=False,
-                                batched=True)
+            (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=False, batched=True)
             if t is not None:
                 compressed = np.reshape(t, (k, n))
         return decompress(entry.coloring, entry.pattern, compressed)
