@@ -428,10 +428,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {note}")
     busy = max(load_start or 0.0, load_end or 0.0)
     if busy > 0.7 or contention > 1.15:
+        advice = (
+            "rerun on an idle machine before quoting them"
+            if args.clock == "cpu"
+            else "rerun on an idle machine, or with --clock cpu, before quoting them"
+        )
         print(
             f"WARNING: the machine was busy (load average {load_start} at the start, {load_end} "
-            f"at the end; wall/CPU time {contention:.2f}): the ratios are noisy; rerun on an "
-            "idle machine or with --clock cpu before quoting them."
+            f"at the end; wall/CPU time {contention:.2f}): other processes competed for the "
+            f"cores, so the timings are inflated and noisy; {advice}."
         )
     print_tables(summary, rows, best, args.verbose)
     print(f"\ntotal time {elapsed:.0f} s{' (--quick)' if args.quick else ''}")
