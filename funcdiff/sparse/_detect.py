@@ -229,13 +229,11 @@ def tracing(tracer: PatternTracer) -> Iterator[PatternTracer]:
             "evaluation (the function being differentiated calls funcdiff.sparse itself)"
         )
     with _lock:
-        _state.tracer = tracer
-        _state.observer = tracer
+        grad_mode.install_tracer(tracer)
         try:
             yield tracer
         finally:
-            _state.tracer = None
-            _state.observer = None
+            grad_mode.install_tracer(None)
 
 
 @contextlib.contextmanager
