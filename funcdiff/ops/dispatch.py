@@ -576,7 +576,7 @@ def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     result, outputs = _wrap_outputs(out, ())
     tracer = _state.tracer
     if tracer is not None:
-        tracer.derived_all(outputs, _scan(args, kwargs)[1])
+        tracer.foreign(func, args, kwargs, outputs)
     return result
 
 

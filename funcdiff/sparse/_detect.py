@@ -154,9 +154,19 @@ class PatternTracer(GuardRecorder):
         pattern = kept[0] if kept is not None and any(s is out for s in sources) else None
         self._set(out, pattern, tainted or (kept is not None and kept[1]))
 
-    def derived_all(self, outputs: Sequence[Tensor], sources: Sequence[Tensor]) -> None:
+    def foreign(self, func: Any, args: Sequence, kwargs: dict, outputs: Sequence[Tensor]) -> None:
+        """A NumPy function without a rule ran on data (no input required grad): its
+        outputs are constants to funcdiff's derivatives, tainted by their inputs."""
+        sources = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        for a in (*args, *kwargs.values()):
+            if type(a) in (list, tuple):
+                sources += [item for item in a if isinstance(item, Tensor)]
         for o in outputs:
             self.derived(o, sources)
+
+    def inplace(self, ufunc: Any, t: Tensor, other: Any) -> None:
+        """``t op= other`` that records nothing (nothing requires grad, or no_grad)."""
+        self.derived(t, (t, other))
 
     def alias(self, new: Tensor, source: Tensor) -> None:
         """``new`` stands for the value of ``source`` (an in-place history rebase)."""
