@@ -259,3 +259,16 @@ def test_once_differentiable_functions_are_refused_at_trace_time() -> None:
 
     with pytest.raises(RuntimeError, match="once_differentiable"):
         replay.hessian(lambda x: np.sum(Square.apply(x)))(np.ones(2))
+
+
+def test_hooks_are_refused_at_trace_time() -> None:
+    def f(x):
+        y = x * 2.0
+        y.register_hook(lambda g: g * 10)
+        return np.sum(y)
+
+    with pytest.raises(replay.TraceError, match="register_hook"):
+        replay.grad(f)(np.ones(2))
+    x = fd.tensor(np.ones(2), requires_grad=True)
+    (g,) = fd.grad(f(x), x)  # eagerly the hook runs: 2 * 10
+    assert g.data.tolist() == [20.0, 20.0]

@@ -275,6 +275,9 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self._retains_grad:
             return
+        tracer = grad_mode._state.tracer
+        if tracer is not None:
+            tracer.refuse("retain_grad")
         import weakref
 
         node = self.grad_fn
@@ -303,6 +306,9 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if not callable(hook):
             raise TypeError(f"register_hook expects a callable, got {_type_name(hook)}")
+        tracer = grad_mode._state.tracer
+        if tracer is not None:
+            tracer.refuse("register_hook")
         node, nr = self._gradient_edge()
         node.add_pre_hook(nr, hook)
         return RemovableHandle(node.pre_hooks[nr], hook)

@@ -207,6 +207,14 @@ class ReplayTracer:
             self.by_tensor.setdefault(id(o), self.by_array.get(id(o.data)))
             self.keep.append(o)
 
+    def refuse(self, what: str) -> None:
+        """Something a replay cannot reproduce: raised at trace time."""
+        raise TraceError(
+            f"{what} inside a replayed function: a hook runs in the recorded backward pass "
+            "once, at trace time, and never again in a replay. Register hooks outside, "
+            "or differentiate eagerly with funcdiff.grad."
+        )
+
     def concretize(self, tensor: Tensor, kind: str, value: Any) -> None:
         slot = self.by_tensor.get(id(tensor), self.by_array.get(id(tensor.data)))
         if slot is None or not self.depends[slot]:
