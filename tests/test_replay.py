@@ -272,3 +272,18 @@ def test_hooks_are_refused_at_trace_time() -> None:
     x = fd.tensor(np.ones(2), requires_grad=True)
     (g,) = fd.grad(f(x), x)  # eagerly the hook runs: 2 * 10
     assert g.data.tolist() == [20.0, 20.0]
+
+
+def test_jacobian_of_several_inputs_and_outputs_at_new_points() -> None:
+    def f(x, y):
+        return x * y, np.exp(x) * y - np.sum(x * y)
+
+    J = replay.jacobian(f, argnums=(0, 1))
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x, y = rng.standard_normal(3), rng.standard_normal(3)
+        got = J(x, y)
+        want = eager_jacobian(f, (fd.tensor(x), fd.tensor(y)), vectorize=True)
+        for i in range(2):
+            for j in range(2):
+                np.testing.assert_allclose(got[i][j], want[i][j].data, rtol=1e-12, atol=1e-12)

@@ -22,8 +22,14 @@ from funcdiff._core.graph import (
     version_of,
 )
 from funcdiff._core.tensor import Tensor, wrap
+from funcdiff.ops.selection import gather_tangent, selection_sources
 
 __all__ = ["RuleNode", "PositionalNode"]
+
+#: Up to this many elements in a batch of tangents, forward mode moves them through a
+#: selection with one gather; above, with one call of the rule per tangent (contiguous
+#: copies, where a large gather would be slower).
+_GATHER_ELEMENTS = 1 << 16
 
 # Shared, never mutated: rules receive **kwargs, which Python copies.
 _NO_KWARGS: dict[str, Any] = {}
@@ -99,11 +105,11 @@ class _SavedNode(Node):
 class RuleNode(_SavedNode):
     """A node that differentiates through a registered :class:`Rule`."""
 
-    __slots__ = ("kwargs", "paths", "multi", "nested", "sources")
+    __slots__ = ("kwargs", "paths", "multi", "nested", "sources", "gather")
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
         structure = self.rule.structure
-        if structure is not None and structure.pattern == "select" and not create_graph:
+        if structure is not None and structure.pattern == "select":
             out = self._selection_tangent(tangents, batched)
             if out is not None:
                 return out
@@ -154,8 +160,31 @@ class RuleNode(_SavedNode):
         if not batched:
             return apply(tangents)
         live = next(t for t in tangents if t is not None)
+        if np.size(live) <= _GATHER_ELEMENTS:
+            # Small batches: one gather of the whole batch beats a call per entry.
+            gathered = self._gathered(tangents, args, kwargs, keys)
+            if gathered is not None:
+                return gathered
         rows = [apply([None if t is None else t[b] for t in tangents]) for b in range(len(live))]
         return [np.stack([r[i] for r in rows]) for i in range(len(self.out_meta))]
+
+    def _gathered(self, tangents: list, args: list, kwargs: dict, keys: list) -> list | None:
+        sources = getattr(self, "gather", None)
+        shapes = [self.edges[i][0].out_meta[self.edges[i][1]][0] for i in range(len(keys))]
+        if sources is None:
+            variable = [(key, None, shape) for key, shape in zip(keys, shapes)]
+            sources = selection_sources(self.rule, args, kwargs, variable) or ()
+            self.gather = sources
+        if len(sources) != len(self.out_meta):
+            return None
+        offsets = [0]
+        for shape in shapes[:-1]:
+            offsets.append(offsets[-1] + int(np.prod(shape)))
+        batch = (np.shape(next(t for t in tangents if t is not None))[0],)
+        return [
+            gather_tangent(tangents, src, offsets, batch, meta[0])
+            for src, meta in zip(sources, self.out_meta)
+        ]
 
     def release(self) -> None:
         self.args = None
