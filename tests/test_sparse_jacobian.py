@@ -281,3 +281,30 @@ def test_other_further_arguments_are_detected_again() -> None:
     np.testing.assert_array_equal(times(np.ones(3), np.ones((3, 3))).toarray(), np.ones((3, 3)))
     np.testing.assert_array_equal(times(np.ones(3), np.eye(3)).toarray(), np.eye(3))
     assert times.info["redetections"] == 1  # the identity's entry was kept
+
+
+def test_replayed_prepared_derivatives_equal_eager_and_respect_branches() -> None:
+    y = RNG.uniform(0.5, 3.0, 60)
+    J = fs.prepare_jacobian(brusselator, y, replay=True)
+    for _ in range(5):
+        point = RNG.uniform(0.5, 3.0, 60)
+        np.testing.assert_allclose(
+            J(point).toarray(), brusselator_jacobian(point), rtol=1e-12, atol=1e-12
+        )
+    assert any(p is not None for p in J._programs.values())  # later calls replayed
+
+    def f(x):
+        if x[0] > 0:
+            return x**2
+        return x[::-1] * 3.0
+
+    Jb = fs.prepare_jacobian(f, np.ones(3), replay=True)
+    for _ in range(3):
+        np.testing.assert_array_equal(Jb(np.ones(3)).toarray(), 2 * np.eye(3))
+    np.testing.assert_array_equal(Jb(-np.ones(3)).toarray(), 3 * np.eye(3)[::-1])
+    np.testing.assert_array_equal(Jb(np.full(3, 2.0)).toarray(), 4 * np.eye(3))
+    x = RNG.uniform(-1, 1, 50)
+    H = fs.prepare_hessian(rosen, x, replay=True)
+    for _ in range(4):
+        point = RNG.uniform(-1, 2, 50)
+        np.testing.assert_allclose(H(point).toarray(), rosen_hess(point), rtol=1e-12, atol=1e-9)
