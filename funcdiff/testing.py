@@ -33,7 +33,7 @@ from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
 from funcdiff.ops import dispatch as _ops
 
-__all__ = ["RuleCheck", "call_case", "check_rule_case", "materialize_case"]
+__all__ = ["RuleCheck", "call_case", "check_rule_case", "materialize_case", "flat_case"]
 
 
 @dataclass
@@ -120,6 +120,33 @@ def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequenc
         else:
             call_args[i][j] = v
     return _ops.call(rule, tuple(call_args), call_kwargs)
+
+
+def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Callable, list]:
+    """A rule's case as ``f(x)`` of one flat vector, and ``points`` values of ``x``.
+
+    ``x`` is the case's differentiable arguments, each flattened in C order and
+    concatenated; ``f(x)`` runs the rule through funcdiff and returns its float outputs,
+    flattened and concatenated. The other arguments (indices, integers) are drawn once,
+    from ``seed``; each point redraws the differentiable ones from their domains.
+    """
+    args, slots, kwargs = materialize_case(case, np.random.default_rng(seed))
+    shapes = [np.shape(v) for _, _, v in slots]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def f(x: Any) -> Any:
+        values, start = [], 0
+        for shape, size in zip(shapes, sizes):
+            values.append(x[start : start + size].reshape(shape))
+            start += size
+        outs = _outputs(call_case(rule, args, slots, kwargs, values), case)
+        return np.concatenate([np.reshape(o, -1) for o in outs])
+
+    drawn = []
+    for k in range(points):
+        _, other, _ = materialize_case(case, np.random.default_rng(seed + 1000 * k))
+        drawn.append(np.concatenate([np.ravel(v) for _, _, v in other]) if other else np.zeros(0))
+    return f, drawn
 
 
 def _build_function(rule: Rule, case: Case, args: list, slots: list, kwargs: dict) -> Callable:

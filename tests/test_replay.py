@@ -13,33 +13,19 @@ from funcdiff.functional import hessian as eager_hessian
 from funcdiff.functional import jacobian as eager_jacobian
 from funcdiff.replay import ReplayError, ReplayGuardError
 from funcdiff.rules import all_rules
-from funcdiff.testing import _outputs, call_case, materialize_case
+from funcdiff.testing import flat_case
 
 CASES = [(r, i, c) for r in all_rules() if r.differentiable for i, c in enumerate(r.cases)]
 
 
 def _loss(rule, case, seed):
-    rng = np.random.default_rng(seed)
-    args, slots, kwargs = materialize_case(case, rng)
-    shapes = [np.shape(v) for _, _, v in slots]
-    sizes = [int(np.prod(s)) for s in shapes]
+    """The case's outputs, weighted and summed: a scalar function of one flat vector."""
+    vector, points = flat_case(rule, case, seed)
 
     def f(x):
-        values, start = [], 0
-        for shape, size in zip(shapes, sizes):
-            values.append(x[start : start + size].reshape(shape))
-            start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case)
-        total = 0.0
-        for k, o in enumerate(outs):
-            w = np.cos(1.3 * np.arange(np.size(o)) + 0.4 + k).reshape(np.shape(o))
-            total = total + np.sum(o * w)
-        return total
+        out = vector(x)
+        return np.sum(out * np.cos(1.3 * np.arange(np.size(out)) + 0.4))
 
-    points = []
-    for k in range(3):
-        _, other, _ = materialize_case(case, np.random.default_rng(seed + 1000 * k))
-        points.append(np.concatenate([np.ravel(v) for _, _, v in other]) if other else np.zeros(0))
     return f, points
 
 
