@@ -273,3 +273,26 @@ def test_jacobian_of_several_inputs_and_outputs_at_new_points() -> None:
         for i in range(2):
             for j in range(2):
                 np.testing.assert_allclose(got[i][j], want[i][j].data, rtol=1e-12, atol=1e-12)
+
+
+def test_concurrent_replays_agree_with_eager() -> None:
+    import threading
+
+    vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) * x**2))
+    vg(np.ones(4))  # recorded once, in this thread
+    errors: list = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(50):
+            x = rng.standard_normal(4)
+            value, g = vg(x)
+            if not np.allclose(g, np.cos(x) * x**2 + 2 * x * np.sin(x), rtol=1e-12):
+                errors.append((x, g))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and vg.trace_count == 1
