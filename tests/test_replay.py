@@ -296,3 +296,16 @@ def test_concurrent_replays_agree_with_eager() -> None:
     for t in threads:
         t.join()
     assert not errors and vg.trace_count == 1
+
+
+def test_ufunc_out_argument_is_replayed_in_place() -> None:
+    def f(x):
+        v = x * 1.0
+        np.multiply(v, np.tanh(x), out=v)  # v *= tanh(x)
+        return np.sum(v)
+
+    vg = replay.value_and_grad(f)
+    for x in (np.array([0.5, 1.0]), np.array([1.5, 2.0]), np.array([-1.0, 0.3])):
+        value, g = vg(x)
+        assert value == pytest.approx(np.sum(x * np.tanh(x)), rel=1e-13)
+        np.testing.assert_allclose(g, np.tanh(x) + x * (1 - np.tanh(x) ** 2), rtol=1e-12)

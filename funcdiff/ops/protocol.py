@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core import grad_mode
 from funcdiff._core.tensor import Tensor
 from funcdiff.ops.dispatch import (
     _missing_rule,
@@ -36,6 +37,16 @@ _UFUNC_METHOD_FUNCTIONS = {
 }
 
 
+def _snapshot_for(t: Tensor) -> Tensor:
+    """A copy of ``t``'s value before ``out=`` overwrites it (reported to a tracer as the
+    same value, so replay and sparsity detection follow it)."""
+    old = _snapshot(t, copy=True)
+    tracer = grad_mode._state.tracer
+    if tracer is not None:
+        tracer.alias(old, t)
+    return old
+
+
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``Tensor.__array_ufunc__``: route a ufunc call to its rule."""
     out = kwargs.pop("out", None)
@@ -47,7 +58,7 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
         # not the Tensor that the write below changes (its backward would refuse it).
         target = targets[0]
         inputs = tuple(
-            _snapshot(a, copy=True)
+            _snapshot_for(a)
             if isinstance(a, Tensor) and np.may_share_memory(a.data, target.data)
             else a
             for a in inputs
