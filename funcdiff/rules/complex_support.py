@@ -131,6 +131,8 @@ HOLOMORPHIC = (
     "cumprod",
     "cumulative_sum",
     "cumulative_prod",
+    "shift_last",
+    "linear_recurrence",
     "average",
     "trace",
     # contractions without conjugation
@@ -171,15 +173,23 @@ def _arccosh_vjp(g, ans, x):
     return g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0))
 
 
-def _vdot_vjps():
-    def vjp_a(g, ans, a, b):
-        # vdot(a, b) = sum(conj(a) * b): a function of conj(a).
-        return np.reshape(np.conjugate(g) * np.conjugate(b), np.shape(a))
+def _conjugating_first(vjp_a, vjp_b):
+    """Complex vjps of ``f(conj(a), b)`` from the vjps ``vjp_a``/``vjp_b`` of the
+    bilinear ``f(a, b)`` (vdot, vecdot, vecmat conjugate their first argument)."""
 
-    def vjp_b(g, ans, a, b):
-        return np.reshape(g * np.conjugate(a), np.shape(b))
+    def first(g, ans, a, b, *rest, **kwargs):
+        return np.conjugate(vjp_a(g, ans, np.conjugate(a), b, *rest, **kwargs))
 
-    return {0: vjp_a, 1: vjp_b}
+    def second(g, ans, a, b, *rest, **kwargs):
+        return vjp_b(g, ans, np.conjugate(a), b, *rest, **kwargs)
+
+    return {0: first, 1: second}
+
+
+def _bilinear_vjps(name: str):
+    """The real vjps of the rule ``name`` (bilinear: the same formulas on ``conj(a)``)."""
+    rule = next(r for r in all_rules() if r.name == name)
+    return _conjugating_first(rule.vjps[0], rule.vjps[1])
 
 
 #: Rules with complex vjps of their own: ``{name: {argument: vjp}}``.
@@ -188,7 +198,10 @@ _COMPLEX_VJPS = {
     "power": {1: _power_exponent_vjp},
     "float_power": {1: _power_exponent_vjp},
     "arccosh": {0: _arccosh_vjp},
-    "vdot": _vdot_vjps(),
+    "vdot": _bilinear_vjps("vdot"),
+    "vecdot": _bilinear_vjps("vecdot"),
+    "linalg.vecdot": _bilinear_vjps("linalg.vecdot"),
+    "vecmat": _bilinear_vjps("vecmat"),
 }
 
 #: Rules whose own vjps handle complex values (defined with the real ones).
