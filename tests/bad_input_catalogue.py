@@ -188,7 +188,7 @@ CATALOGUE: tuple[Entry, ...] = (
         "an integer Tensor as input to jacobian",
         "jacobian(lambda x: x * 2, fd.tensor([1, 2]))",
         RuntimeError,
-        "must have a floating-point dtype to be differentiated",
+        "must have a floating-point or complex dtype to be differentiated",
     ),
     # ------------------------------------------------------------------ ops
     _e(

@@ -275,7 +275,9 @@ def fit_cotangent(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
     """
     shape, dtype = meta
     if not hasattr(g, "shape"):
-        g = np.asarray(g, dtype=dtype)
+        g = np.asarray(g)
+        if g.dtype == dtype or g.dtype.kind != "c":
+            g = g.astype(dtype, copy=False)
     target = batch_shape + shape
     gshape = g.shape
     if gshape != target:

@@ -89,7 +89,8 @@ class Arg:
         ``"complex"`` (real part in ``[low, high]``, imaginary part within
         ``min(1, (high - low) / 2)`` of 0, off the real axis's branch cuts),
         ``"hpd"`` (Hermitian positive definite), ``"cwellcond"`` (a well-conditioned
-        complex square matrix).
+        complex square matrix); ``"real"`` is ``"uniform"`` for an argument that stays
+        real in the complex tests (the input of ``rfft``).
     diff : bool
         Whether the tests differentiate with respect to this argument.
     """
@@ -102,7 +103,7 @@ class Arg:
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         shape = tuple(self.shape)
-        if self.kind == "uniform":
+        if self.kind in ("uniform", "real"):
             return np.asarray(rng.uniform(self.low, self.high, size=shape))
         if self.kind == "int":
             return rng.integers(int(self.low), int(self.high), size=shape)

@@ -192,7 +192,7 @@ def _fit_tangent(t: Any, meta: tuple, batch: tuple[int, ...]) -> Any:
     """Broadcast a tangent contribution to ``batch + shape`` and cast it to ``dtype``."""
     shape, dtype = meta
     if not hasattr(t, "shape"):
-        t = np.asarray(t, dtype=dtype)
+        t = np.asarray(t)
     target = batch + shape if batch else shape
     if t.shape != target:
         t = np.broadcast_to(t, target)

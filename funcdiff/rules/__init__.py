@@ -15,6 +15,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     contractions,
     eigen,
     elementwise,
+    fft,
     indexing,
     linalg,
     norms,

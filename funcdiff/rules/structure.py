@@ -108,6 +108,10 @@ _DENSE = (
     "scipy.linalg.solve_triangular scipy.linalg.cho_factor scipy.linalg.cho_solve "
     "scipy.linalg.expm scipy.linalg.solve scipy.linalg.inv scipy.linalg.det scipy.linalg.eigh"
 ).split()
+_FFT = (
+    "fft.fft fft.ifft fft.rfft fft.irfft fft.hfft fft.ihfft fft.fftn fft.ifftn fft.fft2 "
+    "fft.ifft2 fft.rfftn fft.irfftn fft.rfft2 fft.irfft2"
+).split()
 
 #: Rule name -> declared structure, for every differentiable rule that is not plainly
 #: elementwise-nonlinear.
@@ -147,6 +151,7 @@ STRUCTURE: dict[str, Structure] = {
     "bincount": Structure("bincount", "linear"),
     "full_like": Structure("full_like", "linear"),
     **{name: Structure("dense", "nonlinear") for name in _DENSE},
+    **{name: Structure("dense", "linear") for name in _FFT},
 }
 
 _ELEMENTWISE = Structure("elementwise", "nonlinear")
