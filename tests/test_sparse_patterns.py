@@ -92,8 +92,12 @@ def _problem(rule, case, seed):
         for shape, size in zip(shapes, sizes):
             values.append(x[start : start + size].reshape(shape))
             start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case)
-        return np.concatenate([np.reshape(o, -1) for o in outs])
+        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
+        # A complex output (np.fft) enters as its real and imaginary parts.
+        parts = [
+            p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
+        ]
+        return np.concatenate([np.reshape(p, -1) for p in parts])
 
     x0 = np.concatenate([np.ravel(v) for _, _, v in slots]) if slots else np.zeros(0)
     points = [x0]

@@ -144,9 +144,9 @@ def _make_grads(
         if isinstance(g, Tensor):
             if g.data.dtype.kind not in "fc":
                 g = wrap(g.data.astype(out.dtype), False, None, 0)
-            if out_complex:
-                g = _conjugate(g) if create_graph else np.conj(g.data)
-            grads.append(g if create_graph else g.data)
+            if not create_graph:
+                g = g.data
+            grads.append(_conjugate(g) if out_complex else g)
         elif structured and g.dtype == out.dtype:
             grads.append(BasisBatch(np.conj(g.d), g.offset, g.rows) if out_complex else g)
         else:
@@ -171,7 +171,11 @@ def _conjugate(g: Any) -> Any:
 def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
     if g.dtype.kind == "c":
         # Hooks see and return the public (conjugate) form of a complex gradient.
-        return _conjugate(_run_hooks(hooks, _conjugate(g), create_graph))
+        return _conjugate(_run_public_hooks(hooks, _conjugate(g), create_graph))
+    return _run_public_hooks(hooks, g, create_graph)
+
+
+def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
     for hook in list(hooks):
         arg = g if isinstance(g, Tensor) else wrap(g, False, None, 0)
         result = hook(arg)

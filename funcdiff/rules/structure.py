@@ -152,6 +152,9 @@ STRUCTURE: dict[str, Structure] = {
     "full_like": Structure("full_like", "linear"),
     **{name: Structure("dense", "nonlinear") for name in _DENSE},
     **{name: Structure("dense", "linear") for name in _FFT},
+    # Zero derivatives on real values, elementwise ones on complex values.
+    "imag": Structure("dense", "linear"),
+    "angle": Structure("dense", "nonlinear"),
 }
 
 _ELEMENTWISE = Structure("elementwise", "nonlinear")
