@@ -164,7 +164,7 @@ CATALOGUE: tuple[Entry, ...] = (
         "integer data with requires_grad=True",
         "fd.tensor([1, 2], requires_grad=True)",
         RuntimeError,
-        "only Tensors of floating point dtype can require gradients",
+        "only Tensors of floating point and complex dtype can require gradients",
     ),
     _e(
         "bool-requires-grad",
@@ -172,7 +172,7 @@ CATALOGUE: tuple[Entry, ...] = (
         "requires_grad_() on a boolean tensor",
         "fd.tensor([True, False]).requires_grad_()",
         RuntimeError,
-        "only Tensors of floating point dtype can require gradients",
+        "only Tensors of floating point and complex dtype can require gradients",
     ),
     _e(
         "int-setter",
