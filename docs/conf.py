@@ -79,6 +79,7 @@ html_sidebars = {
         "getting_started",
         "concepts",
         "functional",
+        "sparse",
         "supported",
         "verifying",
         "optimization",

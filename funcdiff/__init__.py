@@ -19,6 +19,7 @@ from funcdiff import (
     linalg,
     optimize,
     signal,
+    sparse,
     special,
     stats,
 )
@@ -43,6 +44,8 @@ from funcdiff.check import (
     gradcheck,
     gradgradcheck,
 )
+from funcdiff.sparse import hessian as sparse_hessian
+from funcdiff.sparse import jacobian as sparse_jacobian
 
 __version__ = "0.1.0"
 
@@ -56,6 +59,9 @@ __all__ = [
     "signal",
     "special",
     "stats",
+    "sparse",
+    "sparse_jacobian",
+    "sparse_hessian",
     "optimize",
     "gradcheck",
     "gradgradcheck",

@@ -102,6 +102,7 @@ G_ENGINE = "Misuse of grad, backward, hooks and attributes"
 G_NAMED = "Complex numbers, and functions named as you called them"
 G_EXIT = "Leaving the graph: Python numbers, copies and pickles"
 G_CHECK = "Checking derivatives: hand-written jac and hess, complex inputs"
+G_SPARSE = "Sparse Jacobians and Hessians"
 
 X3 = "x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
 
@@ -1425,6 +1426,74 @@ CATALOGUE: tuple[Entry, ...] = (
         X3 + "import funcdiff.numpy as fnp\nfnp.r_['0,2', x, x]",
         ValueError,
         "string directives",
+    ),
+    # ------------------------------------------------------------------ funcdiff.sparse
+    _e(
+        "sparse-pattern-shape",
+        G_SPARSE,
+        "a sparsity pattern of the wrong shape",
+        "import funcdiff.sparse as fs\nfs.jacobian(np.sin, np.ones(3), sparsity=np.ones((2, 3)))",
+        ValueError,
+        "sparsity must have shape (3, 3), got (2, 3)",
+    ),
+    _e(
+        "sparse-pattern-type",
+        G_SPARSE,
+        "a string where a pattern is expected",
+        'import funcdiff.sparse as fs\nfs.prepare_jacobian(np.sin, np.ones(3), sparsity="band")',
+        TypeError,
+        "sparsity must be None (detect) or a pattern",
+    ),
+    _e(
+        "sparse-pattern-missing",
+        G_SPARSE,
+        "a given pattern that misses entries",
+        "import funcdiff.sparse as fs\n"
+        "J = fs.prepare_jacobian(np.cumsum, np.ones(3), sparsity=np.eye(3))\nJ(np.ones(3))",
+        fd.sparse.SparsityError,
+        "the sparse Jacobian misses entries in rows [1, 2]",
+    ),
+    _e(
+        "sparse-guard",
+        G_SPARSE,
+        "a prepared Jacobian called where the function branches differently",
+        "import funcdiff.sparse as fs\n"
+        "f = lambda x: x ** 2 if x[0] > 0 else x[::-1] * 1.0\n"
+        'J = fs.prepare_jacobian(f, np.ones(3), on_guard_failure="raise")\nJ(-np.ones(3))',
+        fd.sparse.SparsityGuardError,
+        "the function takes other branches at this x",
+    ),
+    _e(
+        "sparse-shape",
+        G_SPARSE,
+        "a point of another shape than the prepared one",
+        "import funcdiff.sparse as fs\nJ = fs.prepare_jacobian(np.sin, np.ones(3))\nJ(np.ones(4))",
+        ValueError,
+        "x must have the shape the derivative was prepared for, (3,), got (4,)",
+    ),
+    _e(
+        "sparse-hessian-vector",
+        G_SPARSE,
+        "a Hessian of a function with several outputs",
+        "import funcdiff.sparse as fs\nfs.hessian(np.sin, np.ones(3))",
+        ValueError,
+        "a Hessian needs a function with one output element",
+    ),
+    _e(
+        "sparse-mode",
+        G_SPARSE,
+        "an unknown mode",
+        'import funcdiff.sparse as fs\nfs.jacobian(np.sin, np.ones(3), mode="both")',
+        ValueError,
+        "mode must be 'auto', 'forward' or 'reverse'",
+    ),
+    _e(
+        "sparse-optimize-method",
+        G_SPARSE,
+        "sparse=True with a minimize method that takes no Hessian",
+        'fd.optimize.minimize(lambda x: np.sum(x ** 2), np.ones(3), method="BFGS", sparse=True)',
+        ValueError,
+        "needs a method that takes a Hessian matrix",
     ),
 )
 

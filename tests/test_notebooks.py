@@ -25,7 +25,7 @@ TIME_LIMIT = 60.0
 def test_there_are_at_least_four_notebooks() -> None:
     names = [p.stem for p in NOTEBOOKS]
     assert len(names) >= 4, names
-    for topic in ("quickstart", "optimization", "verifying", "ode"):
+    for topic in ("quickstart", "optimization", "verifying", "ode", "sparse"):
         assert any(topic in n for n in names), f"no notebook about {topic}: {names}"
 
 

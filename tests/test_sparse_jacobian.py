@@ -267,3 +267,17 @@ def test_detection_leaves_no_tracer_behind() -> None:
     np.testing.assert_allclose(
         y.grad.data, np.sin([1.0, 2.0]) + np.array([1.0, 2.0]) * np.cos([1.0, 2.0])
     )
+
+
+def test_other_further_arguments_are_detected_again() -> None:
+    pick = fs.prepare_jacobian(lambda x, idx: x[idx], np.arange(3.0), args=(np.array([0, 1]),))
+    np.testing.assert_array_equal(pick(np.arange(3.0)).toarray(), [[1, 0, 0], [0, 1, 0]])
+    np.testing.assert_array_equal(
+        pick(np.arange(3.0), np.array([2, 2])).toarray(), [[0, 0, 1], [0, 0, 1]]
+    )
+    assert pick.info["redetections"] == 1
+    times = fs.prepare_jacobian(lambda x, A: A @ x, np.ones(3), args=(np.eye(3),))
+    times(np.ones(3))
+    np.testing.assert_array_equal(times(np.ones(3), np.ones((3, 3))).toarray(), np.ones((3, 3)))
+    np.testing.assert_array_equal(times(np.ones(3), np.eye(3)).toarray(), np.eye(3))
+    assert times.info["redetections"] == 1  # the identity's entry was kept

@@ -36,6 +36,24 @@ class _ThreadState(threading.local):
 
 _state = _ThreadState()
 
+#: How many threads have a tracer installed. The fast operator path reads this plain
+#: global, not the thread-local slot, so that no tracer costs it next to nothing; a
+#: thread that traces sends every thread's operations down the general path, which
+#: reads its own thread's slot.
+TRACING = [0]
+_tracing_lock = threading.Lock()
+
+
+def install_tracer(tracer: Any) -> None:
+    """Make ``tracer`` (or None, to remove it) this thread's tracer and observer."""
+    with _tracing_lock:
+        if tracer is not None and _state.tracer is None:
+            TRACING[0] += 1
+        elif tracer is None and _state.tracer is not None:
+            TRACING[0] -= 1
+        _state.tracer = tracer
+        _state.observer = tracer
+
 
 def is_grad_enabled() -> bool:
     """Return True when operations are currently recorded for differentiation.

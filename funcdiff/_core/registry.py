@@ -310,6 +310,8 @@ class Rule:
         object.__setattr__(self, "_mentions_cache", {})
         object.__setattr__(self, "_tangent_cache", {})
         object.__setattr__(self, "_positional_plans", {})
+        # The declared structure of the Jacobian (funcdiff.rules.structure sets it).
+        object.__setattr__(self, "structure", None)
         # Whether the derivatives need only the shapes and dtypes of the differentiated
         # arguments and of the output (sum, mean), not their values or layout.
         object.__setattr__(self, "shapes_only", not self.uses_values and not self.uses_layout)

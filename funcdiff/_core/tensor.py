@@ -588,15 +588,20 @@ class Tensor:
 _new_object = object.__new__
 
 
-def values_read(x: Any) -> np.ndarray:
-    """The numbers of ``x`` for a composite rule that chooses what to compute from them
-    (``interp`` picks a segment per point): reported to an observer like any other
-    conversion, so a prepared sparse derivative checks them instead of trusting them."""
+def values_read(x: Any) -> Any:
+    """The numbers of ``x`` for a composite rule that computes with them outside the
+    derivative (a stabilising shift, a mask of signs, ``interp``'s segment per point).
+
+    The ndarray itself, normally. While a program is traced or observed
+    (``funcdiff.sparse``, ``funcdiff.replay``) a detached Tensor instead: what the rule
+    computes from it is then traced too (replayed with new values, tainted for sparsity),
+    and a conversion of it to an ndarray or a Python value is a guard, not a constant.
+    """
     if not isinstance(x, Tensor):
         return np.asarray(x)
-    observer = grad_mode._state.observer
-    if observer is not None:
-        observer.concretize(x, "array", x.data)
+    state = grad_mode._state
+    if state.tracer is not None or state.observer is not None:
+        return x.detach()
     return x.data
 
 

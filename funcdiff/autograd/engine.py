@@ -304,7 +304,10 @@ def run_backward(
     heap = [(-n.seq, n) for n in root_nodes]  # seq numbers are unique: nodes never compared
     heapify(heap)
     previous_mode = _state.grad_enabled
-    _state.grad_enabled = create_graph
+    # A tracer that records a first-order backward pass needs its NumPy calls on
+    # Tensors (create_graph) but no graph of them: it sets ``graph_free``.
+    tracer = _state.tracer
+    _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
     node: Node | None = None  # the node to run next, when known without the heap
     grads: list = []

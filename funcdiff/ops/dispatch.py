@@ -25,6 +25,7 @@ from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 __all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
 
 _state = grad_mode._state
+_tracing = grad_mode.TRACING
 _next_seq = SEQUENCE.__next__
 # ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
 _new_object = object.__new__
@@ -373,8 +374,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     the general :func:`call`. A ufunc called without ``out=`` returns a fresh array,
     never a view, so no view bookkeeping is needed here.
     """
-    if _state.tracer is not None:
-        return call(rule, inputs)  # the general path reports the operation to the tracer
+    if _tracing[0]:
+        return call(rule, inputs)  # the general path reports the operation to a tracer
     nargs = len(inputs)
     if nargs == 2:
         a, b = inputs
@@ -611,7 +612,7 @@ def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     result, outputs = _wrap_outputs(out, ())
     tracer = _state.tracer
     if tracer is not None:
-        tracer.derived_all(outputs, _scan(args, kwargs)[1])
+        tracer.foreign(func, args, kwargs, outputs)
     return result
 
 

@@ -85,7 +85,7 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
         ufunc(t.data, _data_of(other), out=t.data)
         _bump(t)
         if tracer is not None:
-            tracer.derived(t, (t, other))
+            tracer.inplace(ufunc, t, other)
         return t
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:

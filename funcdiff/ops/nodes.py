@@ -8,8 +8,11 @@ value that was modified in place since.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
@@ -20,6 +23,7 @@ from funcdiff._core.graph import (
     version_of,
 )
 from funcdiff._core.tensor import Tensor, wrap
+from funcdiff.ops.selection import gather_tangent, selection_sources
 
 __all__ = ["RuleNode", "PositionalNode"]
 
@@ -97,7 +101,38 @@ class _SavedNode(Node):
 class RuleNode(_SavedNode):
     """A node that differentiates through a registered :class:`Rule`."""
 
-    __slots__ = ("kwargs", "paths", "multi", "nested")
+    __slots__ = ("kwargs", "paths", "multi", "nested", "sources")
+
+    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
+        structure = self.rule.structure
+        if structure is not None and structure.pattern == "select":
+            out = self._selection_tangent(tangents, create_graph, batched)
+            if out is not None:
+                return out
+        return super().tangent(tangents, create_graph, batched)
+
+    def _selection_tangent(self, tangents: list, create_graph: bool, batched: bool) -> Any:
+        """A selection moves its tangents as it moves elements: one gather per output."""
+        if self.rule.name in ("astype", "copy") and len(tangents) == 1:
+            return [tangents[0]]  # forward mode casts it to the output's dtype
+        args, kwargs, _ = self.saved_inputs(False)
+        shapes = [
+            tuple(self.edges[i][0].out_meta[self.edges[i][1]][0]) for i in range(len(self.paths))
+        ]
+        sources = getattr(self, "sources", None)
+        if sources is None:
+            variable = [(key, sub, shape) for (key, sub), shape in zip(self.paths, shapes)]
+            sources = selection_sources(self.rule, args, kwargs or {}, variable) or ()
+            self.sources = sources
+        if len(sources) != len(self.out_meta):
+            return None
+        offsets = list(itertools.accumulate((int(np.prod(s)) for s in shapes), initial=0))[:-1]
+        live = next(t for t in tangents if t is not None)
+        batch = (np.shape(live)[0],) if batched else ()
+        return [
+            gather_tangent(tangents, src, offsets, batch, meta[0])
+            for src, meta in zip(sources, self.out_meta)
+        ]
 
     def release(self) -> None:
         self.args = None

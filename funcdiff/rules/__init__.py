@@ -28,7 +28,10 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     signal,
     special,
     stats,
+    structure,
     zeta,
 )
+
+structure.install(all_rules())
 
 __all__ = ["Arg", "Case", "Rule", "UFUNC_RULES", "FUNCTION_RULES", "NAMED_RULES", "all_rules"]

@@ -553,7 +553,7 @@ _unary(sp.cbrt, lambda g, ans, x: g / (3.0 * ans * ans), 0.2, 3.0, name="special
 
 # ---------------------------------------------------------------- composites
 def _data(v):
-    return v.data if isinstance(v, Tensor) else np.asarray(v)
+    return values_read(v)
 
 
 def logsumexp_tensor(a, axis=None, b=None, keepdims=False, return_sign=False):

@@ -45,8 +45,8 @@ METHODS = ("logpdf", "pdf", "logcdf", "cdf", "logsf", "sf")
 DISCRETE_METHODS = ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf")
 
 
-def _data(v: Any) -> np.ndarray:
-    return v.data if isinstance(v, Tensor) else np.asarray(v)
+def _data(v: Any) -> Any:
+    return values_read(v)
 
 
 def needs_grad(v: Any) -> bool:

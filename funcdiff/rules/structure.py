@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Structure", "STRUCTURE", "structure_of", "axis_argument"]
+__all__ = ["Structure", "STRUCTURE", "structure_of", "axis_argument", "install"]
 
 
 @dataclass(frozen=True)
@@ -167,3 +167,10 @@ def structure_of(rule: Any) -> Structure | None:
     if found is not None:
         return found
     return _ELEMENTWISE if rule.diagonal else None
+
+
+def install(rules: Any) -> None:
+    """Give every rule its ``structure`` attribute (read by forward mode, whose
+    selections gather tangents, and by sparsity detection)."""
+    for rule in rules:
+        object.__setattr__(rule, "structure", structure_of(rule))

@@ -84,6 +84,9 @@ class PatternTracer(GuardRecorder):
         Also accumulate the Hessian pattern.
     """
 
+    #: Detection runs no backward pass of its own.
+    graph_free = False
+
     def __init__(self, inputs: Sequence[Tensor], hessian: bool = False) -> None:
         super().__init__()
         self.ncols = sum(int(t.data.size) for t in inputs)
@@ -154,9 +157,19 @@ class PatternTracer(GuardRecorder):
         pattern = kept[0] if kept is not None and any(s is out for s in sources) else None
         self._set(out, pattern, tainted or (kept is not None and kept[1]))
 
-    def derived_all(self, outputs: Sequence[Tensor], sources: Sequence[Tensor]) -> None:
+    def foreign(self, func: Any, args: Sequence, kwargs: dict, outputs: Sequence[Tensor]) -> None:
+        """A NumPy function without a rule ran on data (no input required grad): its
+        outputs are constants to funcdiff's derivatives, tainted by their inputs."""
+        sources = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        for a in (*args, *kwargs.values()):
+            if type(a) in (list, tuple):
+                sources += [item for item in a if isinstance(item, Tensor)]
         for o in outputs:
             self.derived(o, sources)
+
+    def inplace(self, ufunc: Any, t: Tensor, other: Any) -> None:
+        """``t op= other`` that records nothing (nothing requires grad, or no_grad)."""
+        self.derived(t, (t, other))
 
     def alias(self, new: Tensor, source: Tensor) -> None:
         """``new`` stands for the value of ``source`` (an in-place history rebase)."""
@@ -229,13 +242,11 @@ def tracing(tracer: PatternTracer) -> Iterator[PatternTracer]:
             "evaluation (the function being differentiated calls funcdiff.sparse itself)"
         )
     with _lock:
-        _state.tracer = tracer
-        _state.observer = tracer
+        grad_mode.install_tracer(tracer)
         try:
             yield tracer
         finally:
-            _state.tracer = None
-            _state.observer = None
+            grad_mode.install_tracer(None)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core.tensor import Tensor
+from funcdiff.ops.selection import selection_sources
 from funcdiff.rules.structure import Structure
 from funcdiff.sparse import _contract
 from funcdiff.sparse._hessian import HessianAccumulator
@@ -122,66 +123,23 @@ def _elementwise(rule, struct, args, kwargs, inputs, outputs, acc):
 
 
 def _select(rule, struct, args, kwargs, inputs, outputs, acc):
-    """Run the rule's forward on element positions: each output element names the one
-    input element it copies (or none). Two runs with positions shifted by ``shift``
-    tell copies (moved by ``shift``) from constants (unchanged); anything else is not a
-    selection."""
+    """Each output element copies one input element, or is a constant: its pattern row
+    is that element's (see :func:`funcdiff.ops.selection.selection_sources`)."""
     variable = inputs.variable()
     if any(inputs.tainted_at(key) for key in rule.nondiff_args):
         raise Fallback  # an index computed from the input: any element may be read
     if rule.name in ("astype", "copy") and len(variable) == 1:
         return [variable[0][3]]
-    offsets = {}
-    total = 0
-    for key, sub, t, _ in variable:
-        offsets[(key, sub)] = total
-        total += t.data.size
-    shift = total + 1
-
-    def encode(extra: int) -> tuple[list, dict]:
-        new_args, new_kwargs = list(args), dict(kwargs)
-        for (key, sub), t in zip(inputs.paths, inputs.tensors):
-            if key in rule.nondiff_args:
-                value = t.data
-            elif (key, sub) in offsets:
-                value = positions(t.data.shape) + (offsets[(key, sub)] + 1 + extra)
-            else:
-                value = np.zeros(t.data.shape, np.int64)
-            target = new_kwargs if isinstance(key, str) else new_args
-            if sub is None:
-                target[key] = value
-            else:
-                items = list(target[key])
-                items[sub] = value
-                target[key] = type(_arg(args, kwargs, key))(items)
-        for k, v in enumerate(new_args):
-            new_args[k] = _data(v)
-        return new_args, {k: _data(v) for k, v in new_kwargs.items()}
-
-    try:
-        a1, k1 = encode(0)
-        a2, k2 = encode(shift)
-        r1, r2 = rule.fn(*a1, **k1), rule.fn(*a2, **k2)
-    except Exception as exc:  # the forward refused integer positions
-        raise Fallback from exc
-    outs1 = r1 if isinstance(r1, (list, tuple)) else (r1,)
-    outs2 = r2 if isinstance(r2, (list, tuple)) else (r2,)
-    if len(outs1) != len(outputs):
+    sources = selection_sources(
+        rule, args, kwargs, [(key, sub, t.data.shape) for key, sub, t, _ in variable]
+    )
+    if sources is None or len(sources) != len(outputs):
         raise Fallback
     if len(variable) == 1:
         stacked = variable[0][3]
     else:
         stacked = Pattern(sp.vstack([p.rows() for *_, p in variable], format="csr"))
-    result = []
-    for o1, o2 in zip(outs1, outs2):
-        o1 = np.asarray(o1)
-        delta = np.asarray(o2) - o1
-        copied = delta == shift
-        if not np.all(copied | (delta == 0)):
-            raise Fallback
-        source = np.where(copied, o1 - 1, -1).astype(np.int64).ravel()
-        result.append(stacked.take(source))
-    return result
+    return [stacked.take(source) for source in sources]
 
 
 # ---------------------------------------------------------------- reductions and scans

@@ -84,20 +84,52 @@ def _output(value: Any, what: str) -> Tensor:
     )
 
 
+def _snapshot(args: tuple) -> tuple:
+    """The further arguments as they were at detection (arrays copied)."""
+    return tuple(
+        np.array(a.data if isinstance(a, Tensor) else a, copy=True)
+        if isinstance(a, (np.ndarray, Tensor))
+        else a
+        for a in args
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Tensor):
+        a = a.data
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b, equal_nan=True)
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # an object without a usable ==: only itself is the same
+        return False
+
+
 class _Entry:
-    """One detected path: its branch outcomes, pattern and colouring."""
+    """One detected path: its branch outcomes, further arguments, pattern, colouring.
 
-    __slots__ = ("guards", "pattern", "coloring", "verified")
+    A pattern holds for the further arguments it was detected with (an index array or
+    a constant matrix passed as an argument shapes it), so an evaluation with others
+    detects again, like one that branches differently.
+    """
 
-    def __init__(self, guards: list, pattern: sp.csr_array, coloring: Coloring) -> None:
+    __slots__ = ("guards", "args", "pattern", "coloring", "verified")
+
+    def __init__(
+        self, guards: list | None, args: tuple, pattern: sp.csr_array, coloring: Coloring
+    ) -> None:
         self.guards = guards
+        self.args = _snapshot(args)
         self.pattern = pattern
         self.coloring = coloring
         self.verified = False
 
-    def matches(self, outcomes: list) -> bool:
+    def matches(self, outcomes: list, args: tuple) -> bool:
         if self.guards is None:
             return True  # a user-given pattern: trusted on every path
+        if len(args) != len(self.args) or not all(map(_same, args, self.args)):
+            return False
         if len(outcomes) != len(self.guards):
             return False
         for seen, (expected, tainted) in zip(outcomes, self.guards):
@@ -140,7 +172,7 @@ class _Prepared:
         if sparsity is not None:
             out = self._record(x, self.args)[1]
             self._given = checked_pattern(sparsity, self._shape(out))
-            self._entries.append(self._colour(self._given, None))
+            self._entries.append(self._colour(self._given, None, self.args))
         else:
             self._entries.append(self._detect(x, self.args))
         self._entry = self._entries[0]
@@ -152,7 +184,7 @@ class _Prepared:
     def _detect(self, x: np.ndarray, args: tuple) -> _Entry:
         raise NotImplementedError
 
-    def _colour(self, pattern: sp.csr_array, guards: list | None) -> _Entry:
+    def _colour(self, pattern: sp.csr_array, guards: list | None, args: tuple) -> _Entry:
         raise NotImplementedError
 
     # -- shared
@@ -163,18 +195,24 @@ class _Prepared:
 
     @property
     def colors(self) -> np.ndarray:
+        """The colour of each column (forward, star) or row (reverse); ``-1`` for one
+        with no entry."""
         return self._entry.coloring.colors
 
     @property
     def ncolors(self) -> int:
+        """How many tangents (or cotangents) one evaluation pushes through the graph."""
         return self._entry.coloring.ncolors
 
     @property
     def mode(self) -> str:
+        """``"forward"`` (column colouring), ``"reverse"`` (row colouring), ``"star"``
+        (a symmetric colouring of a Hessian) or ``"dense"`` (no compression)."""
         return _MODE_NAMES[self._entry.coloring.kind]
 
     @property
     def shape(self) -> tuple[int, int]:
+        """The shape of the matrix an evaluation returns."""
         return self._entry.pattern.shape
 
     def _point(self, x: Any, args: tuple) -> tuple[np.ndarray, tuple]:
@@ -195,13 +233,14 @@ class _Prepared:
 
     def _entry_for(self, x: np.ndarray, args: tuple, outcomes: list) -> _Entry:
         for entry in self._entries:
-            if entry.matches(outcomes):
+            if entry.matches(outcomes, args):
                 return entry
         if self.on_guard_failure == "raise":
             raise SparsityGuardError(
                 "the function takes other branches at this x than at the point its sparsity "
-                "was detected (an if, while, int() or item() on a value computed from x "
-                "came out differently), so the detected pattern may not hold here. Use "
+                "was detected (an if or while on a value computed from x, an item() or "
+                "tolist() of one, came out differently), or was given other further "
+                "arguments, so the detected pattern may not hold here. Use "
                 "on_guard_failure='redetect' to detect the pattern of this path."
             )
         entry = self._detect(x, args)
@@ -253,13 +292,13 @@ class SparseJacobian(_Prepared):
             pattern.sort_indices()
         self.info["detection_seconds"] = time.perf_counter() - start
         self.info["dense_ops"] = sorted(set(tracer.fallbacks))
-        return self._colour(pattern, tracer.guards())
+        return self._colour(pattern, tracer.guards(), args)
 
-    def _colour(self, pattern: sp.csr_array, guards: list | None) -> _Entry:
+    def _colour(self, pattern: sp.csr_array, guards: list | None, args: tuple) -> _Entry:
         start = time.perf_counter()
         coloring = color_jacobian(pattern, mode=self._mode_asked)
         self.info["coloring_seconds"] = time.perf_counter() - start
-        return _Entry(guards, pattern, coloring)
+        return _Entry(guards, args, pattern, coloring)
 
     def value_and_jacobian(self, x: Any, *args: Any) -> tuple[np.ndarray, sp.csr_array]:
         """``(f(x), J(x))`` from one run of ``f``."""
@@ -366,16 +405,16 @@ class SparseHessian(_Prepared):
         pattern = tracer.acc.pattern()
         self.info["detection_seconds"] = time.perf_counter() - start
         self.info["dense_ops"] = sorted(set(tracer.fallbacks))
-        return self._colour(pattern, tracer.guards())
+        return self._colour(pattern, tracer.guards(), args)
 
-    def _colour(self, pattern: sp.csr_array, guards: list | None) -> _Entry:
+    def _colour(self, pattern: sp.csr_array, guards: list | None, args: tuple) -> _Entry:
         start = time.perf_counter()
         if guards is None:
             pattern = sp.csr_array((pattern + pattern.T).astype(bool))
             pattern.sort_indices()
         coloring = color_hessian(pattern, method=self._method)
         self.info["coloring_seconds"] = time.perf_counter() - start
-        return _Entry(guards, pattern, coloring)
+        return _Entry(guards, args, pattern, coloring)
 
     def _gradient(self, x: np.ndarray, args: tuple) -> tuple[Tensor, Tensor, Any, _Entry]:
         xt, out, outcomes = self._record(x, args)

@@ -1,0 +1,128 @@
+"""A recorded program as straight-line Python: one line per NumPy call.
+
+Interpreting a program (look up the instruction, dispatch on its kind, fetch slots from
+a list) costs a few hundred nanoseconds per call, as much as a NumPy ufunc on a small
+array. Written out as the source of one function, with every slot a local variable and
+every callable and constant a closure variable, the same calls run with no dispatch at
+all. Compiling costs about as much as one eager run of the program, once per program.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from funcdiff.replay._tracer import Slot
+
+__all__ = ["compile_program"]
+
+#: Programs longer than this are interpreted (compiling them would cost more than the
+#: interpreter loses over the calls a typical user makes).
+MAX_LINES = 60_000
+
+_SCALAR_CONSTANTS = (bool, int, float, type(None), str)
+
+
+class _Names:
+    """Closure names for the callables and constants a program uses."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.index: dict[int, str] = {}
+
+    def name(self, value: Any) -> str:
+        key = id(value)
+        found = self.index.get(key)
+        if found is None:
+            found = f"k{len(self.values)}"
+            self.values.append(value)
+            self.index[key] = found
+        return found
+
+
+def _expr(template: Any, names: _Names) -> str:
+    if type(template) is Slot:
+        return f"v{template.index}"
+    if type(template) in (list, tuple) and any(type(t) is Slot for t in template):
+        items = ", ".join(_expr(t, names) for t in template)
+        if type(template) is list:
+            return f"[{items}]"
+        return f"({items}{',' if len(template) == 1 else ''})"
+    if type(template) in _SCALAR_CONSTANTS and (
+        type(template) is not float or np.isfinite(template)
+    ):
+        return repr(template)
+    return names.name(template)
+
+
+def compile_program(code: list, inputs: tuple, template: list, outputs: Any, lower: dict) -> Any:
+    """The program as a Python function of its input arrays, or None when too long.
+
+    ``lower`` maps the interpreter's opcodes to their names (see ``_program``).
+    """
+    if len(code) > MAX_LINES:
+        return None
+    names = _Names()
+    helpers = {
+        "_as": lambda x: x if type(x) is np.ndarray else np.asarray(x),
+        "_copyto": np.copyto,
+        "_copy": lambda x: np.array(x, copy=True),
+        "_unpack": lower["unpack"],
+        "_guard": lower["guard_check"],
+    }
+    lines = []
+    for slot, value in enumerate(template):
+        if value is not None:
+            lines.append(f"v{slot} = {names.name(value)}")
+    for ins in code:
+        op = ins[0]
+        if op in (lower["unary"], lower["binary"], lower["right"], lower["left"]):
+            fn, out = names.name(ins[1]), ins[-1]
+            if op == lower["unary"]:
+                call = f"{fn}(v{ins[2]})"
+            elif op == lower["binary"]:
+                call = f"{fn}(v{ins[2]}, v{ins[3]})"
+            elif op == lower["right"]:
+                call = f"{fn}(v{ins[2]}, {_expr(ins[3], names)})"
+            else:
+                call = f"{fn}({_expr(ins[2], names)}, v{ins[3]})"
+            lines.append(f"v{out} = _as({call})" if ins[-2] else f"v{out} = {call}")
+        elif op == lower["general"]:
+            _, fn, args_t, kwargs_t, outs = ins
+            args = [_expr(a, names) for a in args_t]
+            args += [f"{k}={_expr(v, names)}" for k, v in kwargs_t.items()]
+            call = f"{names.name(fn)}({', '.join(args)})"
+            if len(outs) == 1:
+                lines.append(f"v{outs[0]}, = _unpack({call}, 1)")
+            elif outs:
+                lines.append(f"{', '.join(f'v{o}' for o in outs)}, = _unpack({call}, {len(outs)})")
+            else:
+                lines.append(call)
+        elif op == lower["guard"]:
+            lines.append(f"_guard(v{ins[1]}, {ins[2]!r}, {names.name(ins[3])})")
+        elif op == lower["copy_into"]:
+            lines.append(f"_copyto(v{ins[1]}, v{ins[2]}, casting='same_kind')")
+        elif op == lower["set_item"]:
+            lines.append(f"v{ins[1]}[{_expr(ins[2], names)}] = {_expr(ins[3], names)}")
+        elif op == lower["inplace"]:
+            lines.append(f"{names.name(ins[1])}(v{ins[2]}, {_expr(ins[3], names)}, out=v{ins[2]})")
+        else:
+            lines.append(f"v{ins[2]} = _copy(v{ins[1]})")
+    lines.append(f"return {_result(outputs)}")
+    params = ", ".join(f"v{s}" for s in inputs)
+    body = "\n".join("        " + line for line in lines)
+    closure = ", ".join(f"k{i}" for i in range(len(names.values)))
+    source = f"def _make({closure}):\n    def _run({params}):\n{body}\n    return _run\n"
+    scope = dict(helpers)
+    exec(compile(source, "<funcdiff.replay program>", "exec"), scope)  # noqa: S102
+    return scope["_make"](*names.values)
+
+
+def _result(structure: Any) -> str:
+    if structure is None:
+        return "None"
+    if isinstance(structure, int):
+        return f"v{structure}"
+    items = ", ".join(_result(s) for s in structure)
+    return f"({items}{',' if len(structure) == 1 else ''})"

@@ -1,0 +1,297 @@
+"""A recorded program and its runner: NumPy calls on a list of slots, no Tensors.
+
+:func:`build` turns a trace into a :class:`Program`: it keeps only the instructions
+that the requested outputs (and the guards) depend on, specialises the common call
+shapes (one or two slot arguments, no keywords) and lays out a template of the slot
+list with the constants in place. :meth:`Program.run` copies the template, puts the
+inputs in, and runs the instructions in order; a guard that comes out differently
+raises :class:`GuardFailure` at once, before any later instruction could fail on a
+value of another shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from funcdiff.replay._codegen import compile_program
+from funcdiff.replay._tracer import (
+    CALL,
+    COPY,
+    COPY_INTO,
+    GUARD,
+    INPLACE_UFUNC,
+    SET_ITEM,
+    ReplayTracer,
+    Slot,
+)
+
+__all__ = ["Program", "GuardFailure", "build"]
+
+_ARRAYS = (np.ndarray, np.generic)
+#: Runs of a program before it is compiled (the validation run counts).
+COMPILE_AFTER = 3
+
+# Runner opcodes (specialised CALLs first: they are most of every program).
+_UNARY, _BINARY, _BINARY_CONST_RIGHT, _BINARY_CONST_LEFT, _GENERAL = range(5)
+_COPY_INTO, _SET_ITEM, _INPLACE, _GUARD, _COPY = range(5, 10)
+
+
+class GuardFailure(Exception):
+    """A replayed conversion came out differently than when the program was recorded."""
+
+    def __init__(self, kind: str, expected: Any, got: Any) -> None:
+        super().__init__(f"{kind} guard: recorded {expected!r}, got {got!r}")
+        self.kind, self.expected, self.got = kind, expected, got
+
+
+def _unpack(result: Any, count: int) -> list:
+    """The arrays of an operation's result, as the eager run wrapped them."""
+    if isinstance(result, _ARRAYS):
+        return [result if type(result) is np.ndarray else np.asarray(result)]
+    if isinstance(result, (tuple, list)):
+        return [
+            o if type(o) is np.ndarray else np.asarray(o) for o in result if isinstance(o, _ARRAYS)
+        ]
+    return []
+
+
+def _fill(template: Any, v: list) -> Any:
+    if type(template) is Slot:
+        return v[template.index]
+    if type(template) in (list, tuple):
+        return type(template)(_fill(t, v) for t in template)
+    return template
+
+
+def _gather(structure: Any, v: list) -> Any:
+    """The values of an output structure (slot numbers, nested tuples, None)."""
+    if structure is None or isinstance(structure, int):
+        return None if structure is None else v[structure]
+    return tuple(_gather(s, v) for s in structure)
+
+
+def _uses(template: Any) -> list[int]:
+    if type(template) is Slot:
+        return [template.index]
+    if type(template) in (list, tuple):
+        return [i for t in template for i in _uses(t)]
+    if isinstance(template, dict):
+        return [i for t in template.values() for i in _uses(t)]
+    return []
+
+
+class Program:
+    """A recorded computation, replayable on new input arrays of the same signature."""
+
+    def __init__(
+        self, template: list, inputs: tuple, code: list, outputs: Any, n_recorded: int
+    ) -> None:
+        self.template = template
+        self.inputs = inputs
+        self.code = code
+        self.outputs = outputs  # a nested structure of slot indices (None: no value)
+        self.copies = _copies(outputs, template, set(inputs))
+        self.compiled: Any = None
+        self.runs = 0
+        self.info = {
+            "instructions": len(code),
+            "recorded": n_recorded,
+            "guards": sum(1 for c in code if c[0] == _GUARD),
+            "compiled": False,
+        }
+
+    def run(self, arrays: Sequence[np.ndarray]) -> Any:
+        """The outputs for ``arrays`` (raises :class:`GuardFailure` off the path).
+
+        The first runs interpret the instructions; a program that is replayed again is
+        compiled to straight-line Python (see :mod:`funcdiff.replay._codegen`), which
+        pays for itself within a few calls.
+        """
+        if self.compiled is not None:
+            return _emit(self.compiled(*arrays), self.copies)
+        self.runs += 1
+        if self.runs >= COMPILE_AFTER:
+            self.compiled = compile_program(
+                self.code, self.inputs, self.template, self.outputs, _OPCODES
+            )
+            if self.compiled is not None:
+                self.info["compiled"] = True
+                return _emit(self.compiled(*arrays), self.copies)
+            self.runs = -(1 << 62)  # too long to compile: interpret from now on
+        return self.interpret(arrays)
+
+    def interpret(self, arrays: Sequence[np.ndarray]) -> Any:
+        """:meth:`run` by the instruction loop (for programs too long to compile)."""
+        v = self.template.copy()
+        for slot, a in zip(self.inputs, arrays):
+            v[slot] = a
+        for ins in self.code:
+            op = ins[0]
+            if op == _BINARY:
+                v[ins[5]] = ins[1](v[ins[2]], v[ins[3]])
+            elif op == _UNARY:
+                v[ins[4]] = ins[1](v[ins[2]])
+            elif op == _BINARY_CONST_RIGHT:
+                v[ins[5]] = ins[1](v[ins[2]], ins[3])
+            elif op == _BINARY_CONST_LEFT:
+                v[ins[5]] = ins[1](ins[2], v[ins[3]])
+            elif op == _GENERAL:
+                result = ins[1](*_fill(ins[2], v), **{k: _fill(t, v) for k, t in ins[3].items()})
+                for slot, value in zip(ins[4], _unpack(result, len(ins[4]))):
+                    v[slot] = value
+                continue
+            elif op == _GUARD:
+                _guard(v[ins[1]], ins[2], ins[3])
+                continue
+            elif op == _COPY_INTO:
+                np.copyto(v[ins[1]], v[ins[2]], casting="same_kind")
+                continue
+            elif op == _SET_ITEM:
+                v[ins[1]][_fill(ins[2], v)] = _fill(ins[3], v)
+                continue
+            elif op == _INPLACE:
+                ins[1](v[ins[2]], _fill(ins[3], v), out=v[ins[2]])
+                continue
+            elif op == _COPY:
+                v[ins[2]] = np.array(v[ins[1]], copy=True)
+                continue
+            if ins[-2]:  # a ufunc of 0-d arrays returns a NumPy scalar: a 0-d array, as eagerly
+                v[ins[-1]] = np.asarray(v[ins[-1]])
+        return _emit(_gather(self.outputs, v), self.copies)
+
+
+def _guard(value: Any, kind: str, expected: Any) -> None:
+    """Raise :class:`GuardFailure` unless the conversion gives what it gave when recorded."""
+    if kind == "bool":
+        got = bool(value)
+    elif kind == "int":
+        got = value.__index__()
+    elif kind == "item":
+        got = value.item()
+    else:
+        if not (value.shape == expected.shape and np.array_equal(value, expected, equal_nan=True)):
+            raise GuardFailure(kind, expected, value)
+        return
+    if got != expected and not (got != got and expected != expected):
+        raise GuardFailure(kind, expected, got)
+
+
+def _emit(values: Any, copies: Any) -> Any:
+    """The outputs handed to the caller: never an input, a constant of the program or a
+    view of one (a later call, or the caller, could change it)."""
+    if values is None:
+        return None
+    if isinstance(copies, bool):
+        if copies or values.base is not None:
+            return np.array(values, copy=True)
+        return values
+    return tuple(_emit(v, c) for v, c in zip(values, copies))
+
+
+def _copies(structure: Any, template: list, inputs: set) -> Any:
+    if structure is None:
+        return None
+    if isinstance(structure, int):
+        return structure in inputs or template[structure] is not None
+    return tuple(_copies(s, template, inputs) for s in structure)
+
+
+def build(tracer: ReplayTracer, outputs: Any) -> Program:
+    """The program computing ``outputs`` (a nested structure of slot indices)."""
+    needed: set[int] = set()
+
+    def want(structure: Any) -> None:
+        if isinstance(structure, int):
+            needed.add(structure)
+        elif structure is not None:
+            for s in structure:
+                want(s)
+
+    want(outputs)
+    kept: list[tuple] = []
+    for ins in reversed(tracer.code):
+        kind = ins[0]
+        if kind == CALL:
+            _, fn, args_t, kwargs_t, outs = ins
+            if not any(o in needed for o in outs):
+                continue
+            needed.update(_uses(args_t) + _uses(kwargs_t))
+        elif kind == GUARD:
+            needed.add(ins[1])
+        elif kind in (COPY_INTO, SET_ITEM, INPLACE_UFUNC):
+            # Kept whatever is needed: a view of the target taken earlier sees the
+            # change, as it does eagerly.
+            if kind == COPY_INTO:
+                needed.update((ins[1], ins[2]))
+            elif kind == SET_ITEM:
+                needed.add(ins[1])
+                needed.update(_uses(ins[2]) + _uses(ins[3]))
+            else:
+                needed.add(ins[2])
+                needed.update(_uses(ins[3]))
+        elif kind == COPY:
+            if ins[2] not in needed:
+                continue
+            needed.add(ins[1])
+        kept.append(ins)
+    kept.reverse()
+
+    template: list = [None] * len(tracer.values)
+    for slot in needed:
+        if tracer.kind[slot] == "const":
+            template[slot] = tracer.values[slot]
+    code = [_lower(ins, tracer) for ins in kept]
+    return Program(template, tuple(tracer.inputs), code, outputs, len(tracer.code))
+
+
+def _lower(ins: tuple, tracer: ReplayTracer) -> tuple:
+    kind = ins[0]
+    if kind == CALL:
+        _, fn, args_t, kwargs_t, outs = ins
+        if not kwargs_t and len(outs) == 1 and isinstance(fn, np.ufunc) and fn.nout == 1:
+            slots = [type(a) is Slot for a in args_t]
+            wrap = np.ndim(tracer.values[outs[0]]) == 0
+            out = outs[0]
+            if len(args_t) == 1 and slots[0]:
+                return (_UNARY, fn, args_t[0].index, wrap, out)
+            if len(args_t) == 2 and all(_plain(a) for a in args_t):
+                if slots == [True, True]:
+                    return (_BINARY, fn, args_t[0].index, args_t[1].index, wrap, out)
+                if slots == [True, False]:
+                    return (_BINARY_CONST_RIGHT, fn, args_t[0].index, args_t[1], wrap, out)
+                if slots == [False, True]:
+                    return (_BINARY_CONST_LEFT, fn, args_t[0], args_t[1].index, wrap, out)
+        return (_GENERAL, fn, args_t, kwargs_t, outs)
+    if kind == GUARD:
+        return (_GUARD, ins[1], ins[2], ins[3])
+    if kind == COPY_INTO:
+        return (_COPY_INTO, ins[1], ins[2])
+    if kind == SET_ITEM:
+        return (_SET_ITEM, ins[1], ins[2], ins[3])
+    if kind == INPLACE_UFUNC:
+        return (_INPLACE, ins[1], ins[2], ins[3])
+    return (_COPY, ins[1], ins[2])
+
+
+def _plain(arg: Any) -> bool:
+    """A slot or a constant that is not a sequence (which a ufunc would convert anew)."""
+    return type(arg) is Slot or not isinstance(arg, (list, tuple))
+
+
+_OPCODES = {
+    "unary": _UNARY,
+    "binary": _BINARY,
+    "right": _BINARY_CONST_RIGHT,
+    "left": _BINARY_CONST_LEFT,
+    "general": _GENERAL,
+    "guard": _GUARD,
+    "copy_into": _COPY_INTO,
+    "set_item": _SET_ITEM,
+    "inplace": _INPLACE,
+    "copy": _COPY,
+    "unpack": _unpack,
+    "guard_check": _guard,
+}

@@ -1,0 +1,259 @@
+"""funcdiff.replay: the same numbers as eager, for every rule, and never a wrong branch."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import funcdiff as fd
+import funcdiff.replay as replay
+from funcdiff.functional import hessian as eager_hessian
+from funcdiff.functional import jacobian as eager_jacobian
+from funcdiff.replay import ReplayError, ReplayGuardError
+from funcdiff.rules import all_rules
+from funcdiff.testing import _outputs, call_case, materialize_case
+
+CASES = [(r, i, c) for r in all_rules() if r.differentiable for i, c in enumerate(r.cases)]
+
+
+def _loss(rule, case, seed):
+    rng = np.random.default_rng(seed)
+    args, slots, kwargs = materialize_case(case, rng)
+    shapes = [np.shape(v) for _, _, v in slots]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def f(x):
+        values, start = [], 0
+        for shape, size in zip(shapes, sizes):
+            values.append(x[start : start + size].reshape(shape))
+            start += size
+        outs = _outputs(call_case(rule, args, slots, kwargs, values), case)
+        total = 0.0
+        for k, o in enumerate(outs):
+            w = np.cos(1.3 * np.arange(np.size(o)) + 0.4 + k).reshape(np.shape(o))
+            total = total + np.sum(o * w)
+        return total
+
+    points = []
+    for k in range(3):
+        _, other, _ = materialize_case(case, np.random.default_rng(seed + 1000 * k))
+        points.append(np.concatenate([np.ravel(v) for _, _, v in other]) if other else np.zeros(0))
+    return f, points
+
+
+def _eager(f, x):
+    t = fd.tensor(x, requires_grad=True)
+    y = f(t)
+    if not isinstance(y, fd.Tensor) or not y.requires_grad:
+        return float(np.asarray(getattr(y, "data", y))), np.zeros_like(x)
+    (g,) = fd.grad(y, t, allow_unused=True)
+    return y.item(), np.zeros_like(x) if g is None else g.data
+
+
+@pytest.mark.parametrize("rule, index, case", CASES, ids=[f"{r.name}-{i}" for r, i, _ in CASES])
+def test_replay_equals_eager_for_every_rule(rule, index, case) -> None:
+    f, points = _loss(rule, case, 5 + index)
+    if points[0].size == 0:
+        vg = replay.value_and_grad(f)
+        value, g = vg(points[0])
+        assert g.shape == (0,) and value == pytest.approx(_eager(f, points[0])[0])
+        return
+    vg = replay.value_and_grad(f)
+    for x in [*points, points[1], points[2]]:  # the last calls run the compiled program
+        value, g = vg(x)
+        ev, eg = _eager(f, x)
+        assert value == pytest.approx(ev, rel=1e-12, abs=1e-12)
+        scale = max(1.0, np.abs(eg).max(initial=0.0))
+        np.testing.assert_allclose(g, eg, rtol=1e-10, atol=1e-12 * scale)
+    info = vg.cache_info()
+    assert info["replays"] >= 1 or info["guard_failures"] >= 1
+
+
+def test_a_program_is_recorded_once_and_compiled() -> None:
+    vg = replay.value_and_grad(lambda x: np.sum(np.tanh(x) ** 2))
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        x = rng.standard_normal(5)
+        value, g = vg(x)
+        np.testing.assert_allclose(g, 2 * np.tanh(x) * (1 - np.tanh(x) ** 2), rtol=1e-13)
+    assert vg.trace_count == 1
+    program = vg._cache[next(iter(vg._cache))][0]
+    assert program.info["compiled"]
+
+
+def test_both_branches_get_their_own_program() -> None:
+    def f(x):
+        if np.sum(x) > 0:
+            return np.sum(x**2)
+        return np.sum(x**3)
+
+    vg = replay.value_and_grad(f)
+    for _ in range(3):
+        assert vg(np.ones(3)) == (3.0, pytest.approx(np.full(3, 2.0)))
+        value, g = vg(-np.ones(3))
+        assert value == -3.0 and np.allclose(g, 3.0)
+    assert vg.trace_count == 2 and vg.cache_info()["programs"] == 2
+
+
+def test_a_loop_whose_count_changes_retraces_then_runs_eagerly() -> None:
+    def newton_sqrt(a):
+        x = a * 1.0
+        while np.abs(x * x - a).max() > 1e-12:  # the count depends on a
+            x = 0.5 * (x + a / x)
+        return np.sum(x)
+
+    vg = replay.value_and_grad(newton_sqrt, max_traces=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for a in (4.0, 9.0, 100.0, 1e4, 2.0, 1e6):
+            value, g = vg(np.array([a]))
+            assert value == pytest.approx(np.sqrt(a), rel=1e-12)
+            assert g[0] == pytest.approx(0.5 / np.sqrt(a), rel=1e-9)
+    assert vg.trace_count == 2
+    assert vg.cache_info()["eager_calls"] >= 1
+    assert any("running eagerly" in str(w.message) for w in caught)
+
+
+def test_raise_on_another_branch() -> None:
+    vg = replay.value_and_grad(
+        lambda x: np.sum(x) if x[0] > 0 else np.sum(-x), on_guard_failure="raise"
+    )
+    vg(np.ones(2))
+    with pytest.raises(ReplayGuardError, match="branch"):
+        vg(-np.ones(2))
+
+
+def test_shape_and_dtype_and_scalar_arguments_are_part_of_the_key() -> None:
+    vg = replay.value_and_grad(lambda x, s: s * np.sum(x**2))
+    assert vg(np.ones(3), 2.0) == (6.0, pytest.approx(np.full(3, 4.0)))
+    assert vg(np.ones(4), 2.0)[0] == 8.0  # another shape: never the first program
+    assert vg(np.ones(3), 3.0)[0] == 9.0  # another scalar: another program
+    value, g = vg(np.ones(3, dtype=np.float32), 2.0)
+    assert g.dtype == np.float32
+    assert vg.cache_info()["signatures"] == 4
+
+
+def test_array_arguments_that_are_not_differentiated_stay_inputs() -> None:
+    vg = replay.value_and_grad(lambda x, w: np.sum(w * x**2))
+    vg(np.ones(2), np.array([1.0, 2.0]))
+    value, g = vg(np.ones(2), np.array([3.0, 5.0]))
+    assert value == 8.0 and np.allclose(g, [6.0, 10.0])
+    assert vg.trace_count == 1
+
+
+def test_tuple_argnums_and_unused_inputs() -> None:
+    vg = replay.value_and_grad(lambda x, y, z: np.sum(x * y), argnums=(0, 1, 2))
+    value, (gx, gy, gz) = vg(np.array([1.0, 2.0]), np.array([3.0, 4.0]), np.ones(2))
+    assert value == 11.0 and np.allclose(gx, [3, 4]) and np.allclose(gy, [1, 2])
+    assert np.array_equal(gz, np.zeros(2))
+
+
+def test_results_do_not_alias_inputs_or_each_other_across_calls() -> None:
+    vg = replay.value_and_grad(lambda x: np.sum(x))
+    x = np.array([1.0, 2.0])
+    g1 = vg(x)[1]
+    g2 = vg(x)[1]
+    g1[0] = 100.0
+    assert g2[0] == 1.0 and x[0] == 1.0
+    ident = replay.jacobian(lambda x: x[:2])
+    for _ in range(4):
+        out = ident(x)
+    out[0, 0] = -1.0
+    assert ident(x)[0, 0] == 1.0
+
+
+def test_inputs_are_never_modified() -> None:
+    def f(x):
+        y = x * 1.0
+        y[0] = 5.0
+        y += x
+        return np.sum(y**2)
+
+    vg = replay.value_and_grad(f)
+    x = np.array([1.0, 2.0, 3.0])
+    for _ in range(5):
+        value, g = vg(x)
+    assert np.array_equal(x, [1.0, 2.0, 3.0])
+    assert value == pytest.approx((5 + 1) ** 2 + 16 + 36) and np.allclose(g, [0.0, 16.0, 24.0])
+
+
+def test_validation_catches_computation_funcdiff_cannot_see() -> None:
+    def hidden(x):
+        return np.sum(x * x.data)  # .data is a constant to funcdiff: baked in
+
+    with pytest.raises(ReplayError, match="cannot see"):
+        replay.value_and_grad(hidden)(np.array([1.0, 2.0]))
+    rng = np.random.default_rng(0)
+
+    def noisy(x):
+        return np.sum(x * rng.standard_normal(2))
+
+    with pytest.raises(ReplayError):
+        replay.value_and_grad(noisy)(np.array([1.0, 2.0]))
+
+
+def test_jacobian_hessian_and_products_match_eager() -> None:
+    def f(x):
+        return np.concatenate([np.sin(x) * x[::-1], [np.sum(x**3)]])
+
+    def s(x):
+        return np.sum(np.exp(x[:-1]) * x[1:] ** 2)
+
+    rng = np.random.default_rng(1)
+    J, H = replay.jacobian(f), replay.hessian(s)
+    hv, vj, jv = replay.hvp(s), replay.vjp(f), replay.jvp(f)
+    for _ in range(4):
+        x, u, v = rng.standard_normal(4), rng.standard_normal(5), rng.standard_normal(4)
+        dense_j = eager_jacobian(f, fd.tensor(x)).data
+        dense_h = eager_hessian(s, fd.tensor(x)).data
+        np.testing.assert_allclose(J(x), dense_j, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(H(x), dense_h, rtol=1e-12, atol=1e-12)
+        value, hvx = hv(x, v)
+        np.testing.assert_allclose(hvx, dense_h @ v, rtol=1e-10, atol=1e-12)
+        y, ux = vj(x, u)
+        np.testing.assert_allclose(ux, u @ dense_j, rtol=1e-10, atol=1e-12)
+        y, jx = jv(x, v)
+        np.testing.assert_allclose(jx, dense_j @ v, rtol=1e-10, atol=1e-12)
+    assert J.trace_count == H.trace_count == hv.trace_count == 1
+
+
+def test_decorator_forms_and_bad_input() -> None:
+    @replay.grad
+    def g(x):
+        return np.sum(x**2)
+
+    @replay.value_and_grad(argnums=1)
+    def h(x, y):
+        return np.sum(x * y)
+
+    assert np.allclose(g(np.array([1.0, 2.0])), [2.0, 4.0])
+    assert h(np.ones(2), np.ones(2))[1].tolist() == [1.0, 1.0]
+    with pytest.raises(TypeError, match="argnums"):
+        replay.grad(lambda x: x, argnums="0")
+    with pytest.raises(TypeError, match="callable"):
+        replay.grad(3)
+    with pytest.raises(ValueError, match="one number"):
+        replay.grad(lambda x: x * 2)(np.ones(2))
+    with pytest.raises(TypeError, match="argnums"):
+        replay.grad(lambda x: np.sum(x), argnums=2)(np.ones(2))
+    with pytest.raises(ValueError, match="on_guard_failure"):
+        replay.grad(lambda x: x, on_guard_failure="ignore")
+
+
+def test_once_differentiable_functions_are_refused_at_trace_time() -> None:
+    class Square(fd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @fd.once_differentiable
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * x * g
+
+    with pytest.raises(RuntimeError, match="once_differentiable"):
+        replay.hessian(lambda x: np.sum(Square.apply(x)))(np.ones(2))
