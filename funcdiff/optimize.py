@@ -39,6 +39,14 @@ one (``least_squares`` with ``method="trf"`` or ``"dogbox"``, ``minimize`` with
 dense input (MINPACK's ``"lm"`` and ``"hybr"``, ``"dogleg"``, ``"trust-exact"``).
 ``"auto"`` goes sparse when the detected pattern holds at most a tenth of the entries
 and has at least 100 columns.
+
+Replayed derivatives (``replay=True``)
+--------------------------------------
+With ``replay=True`` the derivatives come from :mod:`funcdiff.replay`: the objective and
+its gradient are recorded once (for the shapes of ``x0``) and every later point replays
+the recorded NumPy calls, with one call per point for ``fun`` and ``jac`` together
+(``minimize``), or a replayed Jacobian (``least_squares``, ``root``). Branches that
+change from point to point are guarded and recorded again.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff import replay as _replay
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._jacobian import basis_rows, jacobian_rows, jvp, vjp
 from funcdiff.autograd import enable_grad
@@ -282,6 +291,36 @@ def derivatives(fun: Callable[..., Any], args: Sequence[Any] = ()) -> Derivative
     return Derivatives(fun, args)
 
 
+class _Replayed:
+    """``fun``, ``jac``, ``hess`` and ``hessp`` from replayed programs, cached per point."""
+
+    def __init__(self, fun: Callable[..., Any]) -> None:
+        self._value_and_grad = _replay.value_and_grad(fun)
+        self._hessian = _replay.hessian(fun)
+        self._hvp = _replay.hvp(fun)
+        self._point: tuple | None = None
+
+    def _at(self, x: Any, args: tuple) -> tuple:
+        x = _as_x(x)
+        point = self._point
+        if point is None or point[1] != args or not np.array_equal(point[0], x):
+            value, g = self._value_and_grad(x, *args)
+            point = self._point = (x.copy(), args, value, g)
+        return point
+
+    def fun(self, x: Any, *args: Any) -> float:
+        return self._at(x, args)[2]
+
+    def jac(self, x: Any, *args: Any) -> np.ndarray:
+        return self._at(x, args)[3]
+
+    def hess(self, x: Any, *args: Any) -> np.ndarray:
+        return self._hessian(_as_x(x), *args)
+
+    def hessp(self, x: Any, p: Any, *args: Any) -> np.ndarray:
+        return self._hvp(_as_x(x), *args, _as_x(p, "p"))[1]
+
+
 def _sparse_choice(sparse: Any) -> Any:
     """Check ``sparse``: False, True, "auto" or a pattern."""
     if sparse is False or sparse is None or sparse is True or isinstance(sparse, str):
@@ -338,6 +377,7 @@ def minimize(
     hess: Any = None,
     hessp: Any = None,
     sparse: Any = False,
+    replay: bool = False,
     **kwargs: Any,
 ) -> Any:
     """``scipy.optimize.minimize`` with exact derivatives from funcdiff.
@@ -359,6 +399,9 @@ def minimize(
         Compute the Hessian with :func:`funcdiff.sparse.prepare_hessian` (for the
         methods that take a Hessian: ``trust-constr`` and ``Newton-CG`` get it sparse,
         ``dogleg`` and ``trust-exact`` dense); see the module docstring.
+    replay : bool
+        Record the value and gradient once and replay them at every point (see the
+        module docstring); the Hessian products too.
     **kwargs
         Passed to ``scipy.optimize.minimize`` (bounds, constraints, tol, options, ...).
 
@@ -379,7 +422,7 @@ def minimize(
     """
     import scipy.optimize
 
-    d = Derivatives(fun, args)
+    d: Any = _Replayed(fun) if replay else Derivatives(fun, args)
     name = _method_name(method)
     sparse = _sparse_choice(sparse)
     x0 = _as_x(x0, "x0")
@@ -413,13 +456,15 @@ def least_squares(
     args: Sequence[Any] = (),
     kwargs: dict | None = None,
     sparse: Any = False,
+    replay: bool = False,
     **options: Any,
 ) -> Any:
     """``scipy.optimize.least_squares`` with the exact (m, n) Jacobian of the residuals.
 
     With ``sparse=True`` (or a pattern, or ``"auto"``) the Jacobian is a prepared
     :func:`funcdiff.sparse.prepare_jacobian`: sparse for ``method="trf"`` and
-    ``"dogbox"`` (SciPy then solves with ``lsmr``), dense for ``"lm"``.
+    ``"dogbox"`` (SciPy then solves with ``lsmr``), dense for ``"lm"``. With
+    ``replay=True`` the (dense) Jacobian is a :func:`funcdiff.replay.jacobian`.
 
     Examples
     --------
@@ -442,6 +487,10 @@ def least_squares(
         if J is not None:
             prepared = J if options.get("method", "trf") != "lm" else _densified(J)
             jac = lambda x, *a, **kw: prepared(x, *a)  # noqa: E731  (kwargs are bound)
+    if jac is None and replay:
+        bound = fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
+        replayed = _replay.jacobian(bound)
+        jac = lambda x, *a, **kw: replayed(_as_x(x), *a)  # noqa: E731  (kwargs are bound)
     if jac is None:
         jac = d.jac
     res = scipy.optimize.least_squares(
@@ -457,13 +506,14 @@ def root(
     method: str = "hybr",
     jac: Any = None,
     sparse: Any = False,
+    replay: bool = False,
     **kwargs: Any,
 ) -> Any:
     """``scipy.optimize.root`` with the exact Jacobian (for ``hybr`` and ``lm``).
 
     With ``sparse=True`` (or a pattern, or ``"auto"``) the Jacobian is computed by
     :func:`funcdiff.sparse.prepare_jacobian` (one pass per colour) and handed to
-    MINPACK dense.
+    MINPACK dense. With ``replay=True`` it is a :func:`funcdiff.replay.jacobian`.
 
     Examples
     --------
@@ -480,7 +530,13 @@ def root(
     x0 = _as_x(x0, "x0")
     if jac is None and _method_name(method) in _ROOT_JAC_METHODS:
         J = _prepared_jacobian(fun, x0, tuple(args), sparse) if sparse is not False else None
-        jac = d.jac if J is None else _densified(J)
+        if J is not None:
+            jac = _densified(J)
+        elif replay:
+            replayed = _replay.jacobian(fun)
+            jac = lambda x, *a: replayed(_as_x(x), *a)  # noqa: E731
+        else:
+            jac = d.jac
     res = scipy.optimize.root(d.fun, x0, args=tuple(args), method=method, jac=jac, **kwargs)
     return _clean(res)
 

@@ -44,6 +44,7 @@ LAYERS = (
         "funcdiff.numpy",
         "funcdiff.stats",
         "funcdiff.sparse",
+        "funcdiff.replay",
     ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),

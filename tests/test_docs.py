@@ -286,7 +286,7 @@ def test_api_reference_lists_every_public_name() -> None:
     api = {p.stem: p.read_text("utf-8") for p in (DOCS / "api").glob("*.rst")}
     everything = "\n".join(api.values())
     missing = []
-    for module in ("functional", "sparse", "linalg", "special", "optimize", "check"):
+    for module in ("functional", "sparse", "replay", "linalg", "special", "optimize", "check"):
         mod = importlib.import_module(f"funcdiff.{module}")
         for name in mod.__all__:
             if not re.search(rf"^\s+{re.escape(name)}$", api[module], re.MULTILINE):

@@ -58,13 +58,14 @@ def test_replay_equals_eager_for_every_rule(rule, index, case) -> None:
     if points[0].size == 0:
         vg = replay.value_and_grad(f)
         value, g = vg(points[0])
-        assert g.shape == (0,) and value == pytest.approx(_eager(f, points[0])[0])
+        assert g.shape == (0,)
+        assert value == pytest.approx(_eager(f, points[0])[0], nan_ok=True)
         return
     vg = replay.value_and_grad(f)
     for x in [*points, points[1], points[2]]:  # the last calls run the compiled program
         value, g = vg(x)
         ev, eg = _eager(f, x)
-        assert value == pytest.approx(ev, rel=1e-12, abs=1e-12)
+        assert value == pytest.approx(ev, rel=1e-12, abs=1e-12, nan_ok=True)
         scale = max(1.0, np.abs(eg).max(initial=0.0))
         np.testing.assert_allclose(g, eg, rtol=1e-10, atol=1e-12 * scale)
     info = vg.cache_info()
@@ -176,7 +177,8 @@ def test_inputs_are_never_modified() -> None:
     for _ in range(5):
         value, g = vg(x)
     assert np.array_equal(x, [1.0, 2.0, 3.0])
-    assert value == pytest.approx((5 + 1) ** 2 + 16 + 36) and np.allclose(g, [0.0, 16.0, 24.0])
+    # y = [5 + x0, 2 x1, 2 x2]
+    assert value == pytest.approx(36 + 16 + 36) and np.allclose(g, [12.0, 16.0, 24.0])
 
 
 def test_validation_catches_computation_funcdiff_cannot_see() -> None:
@@ -196,7 +198,7 @@ def test_validation_catches_computation_funcdiff_cannot_see() -> None:
 
 def test_jacobian_hessian_and_products_match_eager() -> None:
     def f(x):
-        return np.concatenate([np.sin(x) * x[::-1], [np.sum(x**3)]])
+        return np.concatenate([np.sin(x) * x[::-1], np.sum(x**3, keepdims=True)])
 
     def s(x):
         return np.sum(np.exp(x[:-1]) * x[1:] ** 2)
@@ -257,3 +259,16 @@ def test_once_differentiable_functions_are_refused_at_trace_time() -> None:
 
     with pytest.raises(RuntimeError, match="once_differentiable"):
         replay.hessian(lambda x: np.sum(Square.apply(x)))(np.ones(2))
+
+
+def test_hooks_are_refused_at_trace_time() -> None:
+    def f(x):
+        y = x * 2.0
+        y.register_hook(lambda g: g * 10)
+        return np.sum(y)
+
+    with pytest.raises(replay.TraceError, match="register_hook"):
+        replay.grad(f)(np.ones(2))
+    x = fd.tensor(np.ones(2), requires_grad=True)
+    (g,) = fd.grad(f(x), x)  # eagerly the hook runs: 2 * 10
+    assert g.data.tolist() == [20.0, 20.0]

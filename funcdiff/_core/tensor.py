@@ -274,6 +274,9 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self._retains_grad:
             return
+        tracer = grad_mode._state.tracer
+        if tracer is not None:
+            tracer.refuse("retain_grad")
         import weakref
 
         node = self.grad_fn
@@ -302,6 +305,9 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if not callable(hook):
             raise TypeError(f"register_hook expects a callable, got {_type_name(hook)}")
+        tracer = grad_mode._state.tracer
+        if tracer is not None:
+            tracer.refuse("register_hook")
         node, nr = self._gradient_edge()
         node.add_pre_hook(nr, hook)
         return RemovableHandle(node.pre_hooks[nr], hook)
@@ -598,7 +604,7 @@ def values_read(x: Any) -> Any:
     and a conversion of it to an ndarray or a Python value is a guard, not a constant.
     """
     if not isinstance(x, Tensor):
-        return np.asarray(x)
+        return x
     state = grad_mode._state
     if state.tracer is not None or state.observer is not None:
         return x.detach()

@@ -8,7 +8,6 @@ value that was modified in place since.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,7 +22,6 @@ from funcdiff._core.graph import (
     version_of,
 )
 from funcdiff._core.tensor import Tensor, wrap
-from funcdiff.ops.selection import gather_tangent, selection_sources
 
 __all__ = ["RuleNode", "PositionalNode"]
 
@@ -105,34 +103,59 @@ class RuleNode(_SavedNode):
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
         structure = self.rule.structure
-        if structure is not None and structure.pattern == "select":
-            out = self._selection_tangent(tangents, create_graph, batched)
+        if structure is not None and structure.pattern == "select" and not create_graph:
+            out = self._selection_tangent(tangents, batched)
             if out is not None:
                 return out
         return super().tangent(tangents, create_graph, batched)
 
-    def _selection_tangent(self, tangents: list, create_graph: bool, batched: bool) -> Any:
-        """A selection moves its tangents as it moves elements: one gather per output."""
+    def _selection_tangent(self, tangents: list, batched: bool) -> list | None:
+        """A selection is affine in its followed arguments: ``J t = f(t) - f(0)``, with
+        every other differentiable argument at zero. One call of the rule's own forward
+        per tangent (per batch entry), where transposing the vjp would run a backward."""
+        if self.nested or any(type(key) is not int for key, _ in self.paths):
+            return None
         if self.rule.name in ("astype", "copy") and len(tangents) == 1:
             return [tangents[0]]  # forward mode casts it to the output's dtype
         args, kwargs, _ = self.saved_inputs(False)
-        shapes = [
-            tuple(self.edges[i][0].out_meta[self.edges[i][1]][0]) for i in range(len(self.paths))
-        ]
-        sources = getattr(self, "sources", None)
-        if sources is None:
-            variable = [(key, sub, shape) for (key, sub), shape in zip(self.paths, shapes)]
-            sources = selection_sources(self.rule, args, kwargs or {}, variable) or ()
-            self.sources = sources
-        if len(sources) != len(self.out_meta):
-            return None
-        offsets = list(itertools.accumulate((int(np.prod(s)) for s in shapes), initial=0))[:-1]
+        kwargs = dict(kwargs) if kwargs else {}
+        args = list(args)
+        for key in self.rule.vjps:  # constants at differentiable positions: zero
+            if isinstance(key, int) and key < len(args):
+                if isinstance(args[key], np.ndarray) and (key, None) not in self.paths:
+                    args[key] = np.zeros_like(args[key])
+            elif isinstance(key, str) and key in kwargs:
+                kwargs[key] = np.zeros_like(np.asarray(kwargs[key], dtype=float))
+        keys = [key for key, _ in self.paths]
+        offset = getattr(self, "sources", None)  # f(0), once per node
+        if offset is None:
+            zero = list(args)
+            for key in keys:
+                zero[key] = np.zeros_like(zero[key], dtype=float)
+            offset = self.rule.fn(*zero, **kwargs)
+            offset = [o for o in (offset if isinstance(offset, (list, tuple)) else (offset,))]
+            offset = [None if not np.any(o) else o for o in offset]
+            self.sources = offset
+
+        def apply(ts: list) -> list:
+            call = list(args)
+            for key, t in zip(keys, ts):
+                call[key] = (
+                    np.zeros(
+                        self.edges[keys.index(key)][0].out_meta[self.edges[keys.index(key)][1]][0]
+                    )
+                    if t is None
+                    else t
+                )
+            out = self.rule.fn(*call, **kwargs)
+            out = list(out) if isinstance(out, (list, tuple)) else [out]
+            return [o if c is None else o - c for o, c in zip(out, offset)]
+
+        if not batched:
+            return apply(tangents)
         live = next(t for t in tangents if t is not None)
-        batch = (np.shape(live)[0],) if batched else ()
-        return [
-            gather_tangent(tangents, src, offsets, batch, meta[0])
-            for src, meta in zip(sources, self.out_meta)
-        ]
+        rows = [apply([None if t is None else t[b] for t in tangents]) for b in range(len(live))]
+        return [np.stack([r[i] for r in rows]) for i in range(len(self.out_meta))]
 
     def release(self) -> None:
         self.args = None

@@ -157,11 +157,11 @@ class ReplayTracer:
         self.code.append((CALL, _unwrapping(func), args_t, kwargs_t, outs))
 
     def derived(self, out: Tensor, sources: Sequence[Any]) -> None:
-        # detach() shares the array: the same value, found by the array's identity.
-        slot = self.by_array.get(id(out.data))
-        if slot is None:
+        """``out = source.detach()``: the same array, so the same slot."""
+        source = sources[0]
+        if not isinstance(source, Tensor) or out.data is not source.data:
             raise TraceError("a Tensor was derived from another outside funcdiff's operations")
-        self.by_tensor[id(out)] = slot
+        self.by_tensor[id(out)] = self.slot_of(source)
         self.keep.append(out)
 
     def alias(self, new: Tensor, source: Tensor) -> None:
@@ -206,6 +206,14 @@ class ReplayTracer:
                 )
             self.by_tensor.setdefault(id(o), self.by_array.get(id(o.data)))
             self.keep.append(o)
+
+    def refuse(self, what: str) -> None:
+        """Something a replay cannot reproduce: raised at trace time."""
+        raise TraceError(
+            f"{what} inside a replayed function: a hook runs in the recorded backward pass "
+            "once, at trace time, and never again in a replay. Register hooks outside, "
+            "or differentiate eagerly with funcdiff.grad."
+        )
 
     def concretize(self, tensor: Tensor, kind: str, value: Any) -> None:
         slot = self.by_tensor.get(id(tensor), self.by_array.get(id(tensor.data)))

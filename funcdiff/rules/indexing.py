@@ -31,11 +31,12 @@ import numpy as np
 
 from funcdiff._core.graph import PartialCotangent
 from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
-from funcdiff._core.tensor import Tensor
+from funcdiff._core.tensor import Tensor, values_read
 
 
 def _plain(i):
-    return i.data if isinstance(i, Tensor) else i
+    # An index's values (a detached Tensor while a program is traced: see values_read).
+    return values_read(i) if isinstance(i, Tensor) else i
 
 
 def _is_mask(i) -> bool:

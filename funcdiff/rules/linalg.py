@@ -42,7 +42,7 @@ import numpy as np
 import scipy.linalg
 
 from funcdiff._core.registry import Arg, Case, Rule, register
-from funcdiff._core.tensor import Tensor
+from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.contractions import _mm, _mT, _prod
 
 LinAlgError = np.linalg.LinAlgError
@@ -62,7 +62,7 @@ _SYM_NOTE = "symmetric convention: checked through a symmetrising wrapper in tes
 # ----------------------------------------------------------------------------- helpers
 def _value(x) -> np.ndarray:
     """The numbers of ``x``, only for masks and thresholds (constants, never differentiated)."""
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
+    return values_read(x) if isinstance(x, Tensor) else np.asarray(x)
 
 
 def _is_zero(g) -> bool:
@@ -73,7 +73,7 @@ def _is_zero(g) -> bool:
     Tensor that requires grad is never skipped.
     """
     if isinstance(g, Tensor):
-        return not g.requires_grad and not g.data.any()
+        return not g.requires_grad and not np.any(values_read(g))
     return not np.any(g)
 
 
@@ -100,16 +100,22 @@ def _safe_inverse_gaps(values, squared: bool = False):
     d = np.expand_dims(v, -2) - np.expand_dims(v, -1)
     vals = _value(v)
     n = vals.shape[-1] if vals.ndim else 1
-    scale = np.max(np.abs(vals), axis=-1, keepdims=True, initial=0.0)
+    scale = _max_with_zero(np.abs(vals))
     tol = (8 * n * _eps(vals)) * np.expand_dims(scale, -1)
     ok = np.abs(_value(d)) > tol
     return np.where(ok, 1.0 / np.where(ok, d, 1.0), 0.0)
 
 
+def _max_with_zero(a):
+    """``max(a, axis=-1, keepdims=True, initial=0)``, written for Tensors too."""
+    zero = np.zeros_like(a[..., :1]) if np.shape(a)[-1] else np.zeros(np.shape(a)[:-1] + (1,))
+    return np.max(np.concatenate([a, zero], axis=-1), axis=-1, keepdims=True)
+
+
 def _safe_reciprocal(s):
     """``1 / s`` for singular values clearly above zero, 0 for (numerically) zero ones."""
     vals = _value(s)
-    scale = np.max(vals, axis=-1, keepdims=True, initial=0.0)
+    scale = _max_with_zero(vals)
     ok = vals > (8 * max(vals.shape[-1:] or (1,)) * _eps(vals)) * scale
     return np.where(ok, 1.0 / np.where(ok, s, 1.0), 0.0)
 

@@ -39,7 +39,7 @@ _FAMILY = "numerical"
 
 def _value(x: Any) -> np.ndarray:
     """The numbers of ``x``: for indices and weights only, never differentiated."""
-    return x.data if isinstance(x, Tensor) else np.asarray(x)
+    return values_read(x) if isinstance(x, Tensor) else np.asarray(x)
 
 
 def _constant(x: Any, func: str, argument: str) -> np.ndarray:

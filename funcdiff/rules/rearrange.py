@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.registry import Arg, Case, register
+from funcdiff._core.tensor import values_read
 from funcdiff.rules.indexing import scatter
 from funcdiff.rules.shape import (
     _axes_tuple,
@@ -30,7 +31,6 @@ from funcdiff.rules.shape import (
     _batch,
     _from_end,
     _layout_rule,
-    _plain,
     _rule,
 )
 
@@ -40,7 +40,7 @@ def _tile_vjp(g, ans, A, reps):
     batch = _batch(g, ans)
     nb = len(batch)
     shape = np.shape(A)
-    reps = tuple(int(r) for r in np.atleast_1d(_plain(reps)))
+    reps = tuple(int(r) for r in np.atleast_1d(values_read(reps)))
     d = max(len(shape), len(reps))
     s = (1,) * (d - len(shape)) + shape
     r = (1,) * (d - len(reps)) + reps
@@ -69,7 +69,7 @@ def _repeat_vjp(g, ans, a, repeats, axis=None):
     batch = _batch(g, ans)
     nb = len(batch)
     shape = np.shape(a)
-    reps = np.asarray(_plain(repeats))
+    reps = np.asarray(values_read(repeats))
     if axis is None:
         core, ax = (int(np.prod(shape)),), 0
     else:
@@ -163,7 +163,7 @@ register(
 
 
 def _roll_vjp(g, ans, a, shift, axis=None):
-    back = np.negative(np.asarray(_plain(shift)))
+    back = np.negative(np.asarray(values_read(shift)))
     if axis is None:
         batch = _batch(g, ans)
         flat = np.reshape(g, batch + (-1,))
@@ -199,7 +199,7 @@ def _pad_widths(pad_width, ndim: int) -> np.ndarray:
         for axis, w in pad_width.items():
             widths[_axis(axis, ndim)] = np.broadcast_to(np.asarray(w, dtype=np.intp), (2,))
         return widths
-    widths = np.asarray(_plain(pad_width))
+    widths = np.asarray(values_read(pad_width))
     if widths.dtype.kind not in "iub":
         raise TypeError("numpy.pad: `pad_width` must be of integral type")
     return np.broadcast_to(widths.astype(np.intp), (ndim, 2))
@@ -333,9 +333,9 @@ register(_layout_rule("triu", np.triu, {0: lambda g, ans, m, k=0: np.triu(g, k)}
 def _sort_vjp(g, ans, a, axis=-1, kind=None, order=None, *, stable=None):
     batch = _batch(g, ans)
     if axis is None:
-        keys, ax = np.reshape(_plain(a), (-1,)), -1
+        keys, ax = np.reshape(values_read(a), (-1,)), -1
     else:
-        keys, ax = _plain(a), _from_end(axis, np.ndim(a))
+        keys, ax = values_read(a), _from_end(axis, np.ndim(a))
     perm = np.argsort(keys, axis=ax, kind="stable")
     inverse = np.argsort(perm, axis=ax, kind="stable")
     inverse = np.reshape(inverse, (1,) * len(batch) + inverse.shape)

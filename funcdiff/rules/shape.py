@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, register
-from funcdiff._core.tensor import Tensor
+from funcdiff._core.tensor import Tensor, values_read
 
 _FAMILY = "shape"
 
@@ -621,7 +621,7 @@ def _flat_gather(arrays: list, index: np.ndarray, dtype):
 def _delete(arr, obj, axis=None):
     shape = np.shape(arr)
     labels = np.arange(int(np.prod(shape)), dtype=np.intp).reshape(shape)
-    index = np.delete(labels, _plain(obj), axis=axis)
+    index = np.delete(labels, values_read(obj), axis=axis)
     return _flat_gather([arr], index, _dtype_of(arr))
 
 
@@ -630,7 +630,7 @@ def _insert(arr, obj, values, axis=None):
     n, m = int(np.prod(shape)), int(np.prod(vshape))
     labels = np.arange(n, dtype=np.intp).reshape(shape)
     vlabels = np.arange(n, n + m, dtype=np.intp).reshape(vshape)
-    index = np.insert(labels, _plain(obj), vlabels, axis=axis)
+    index = np.insert(labels, values_read(obj), vlabels, axis=axis)
     return _flat_gather([arr, values], index, _dtype_of(arr))
 
 

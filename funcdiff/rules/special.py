@@ -28,7 +28,7 @@ import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
 from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
-from funcdiff._core.tensor import Tensor
+from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.elementwise import binary_cases, unary, unary_cases
 
 SQRT_PI = float(np.sqrt(np.pi))
@@ -553,7 +553,7 @@ _unary(sp.cbrt, lambda g, ans, x: g / (3.0 * ans * ans), 0.2, 3.0, name="special
 
 # ---------------------------------------------------------------- composites
 def _data(v):
-    return values_read(v)
+    return values_read(v) if isinstance(v, Tensor) else np.asarray(v)
 
 
 def logsumexp_tensor(a, axis=None, b=None, keepdims=False, return_sign=False):
@@ -577,7 +577,10 @@ def logsumexp_tensor(a, axis=None, b=None, keepdims=False, return_sign=False):
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         live = ad if bd is None else np.where(bd != 0, ad, -np.inf)
         live = np.broadcast_to(live, shape)
-        m = np.max(live, axis=axes, keepdims=True, initial=-np.inf)
+        if any(shape[ax] == 0 for ax in axes):  # an empty sum: log 0, as SciPy
+            m = np.full([1 if i in axes else n for i, n in enumerate(shape)], -np.inf)
+        else:
+            m = np.max(live, axis=axes, keepdims=True)
         m_finite = np.isfinite(m)
         m = np.where(m_finite, m, 0.0)
         if bd is not None:
@@ -613,7 +616,7 @@ def logsumexp_tensor(a, axis=None, b=None, keepdims=False, return_sign=False):
         out = np.squeeze(out, axis=axes)
         sgn = np.squeeze(sgn, axis=axes)
     if return_sign:
-        return out, Tensor(sgn)
+        return out, sgn if isinstance(sgn, Tensor) else Tensor(sgn)
     return out
 
 

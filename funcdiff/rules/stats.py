@@ -33,7 +33,7 @@ import scipy.stats
 
 from funcdiff._core.grad_mode import is_grad_enabled
 from funcdiff._core.registry import Arg, Case, Rule, register
-from funcdiff._core.tensor import Tensor
+from funcdiff._core.tensor import Tensor, values_read
 
 LOG_PI = float(np.log(np.pi))
 LOG_2 = float(np.log(2.0))
@@ -46,7 +46,7 @@ DISCRETE_METHODS = ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf")
 
 
 def _data(v: Any) -> Any:
-    return values_read(v)
+    return values_read(v) if isinstance(v, Tensor) else np.asarray(v)
 
 
 def needs_grad(v: Any) -> bool:

@@ -206,6 +206,9 @@ class PatternTracer(GuardRecorder):
         new = setitem_pattern(old, t.data.shape, index, index_tainted, vpattern, vshape)
         self._set(t, new, old_tainted or vtainted or index_tainted)
 
+    def refuse(self, what: str) -> None:
+        """Hooks change gradients, never which inputs an output depends on."""
+
     def concretize(self, tensor: Tensor, kind: str, value: Any) -> None:
         tainted = self.lookup(tensor)[1] or id(tensor) not in self.info
         self.seen.append(((kind, _frozen(kind, value)), tainted))
