@@ -157,6 +157,13 @@ def validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple:
             raise RuntimeError(
                 f"{prefix}v has invalid size: should be {el_other.shape} but got {el_v.shape}."
             )
+        if (el_v.dtype.kind == "c") != (el_other.dtype.kind == "c"):
+            # A complex v of a real value would lose its imaginary part (torch raises).
+            raise RuntimeError(
+                "For complex Tensors, both grad_output and output are required to have the "
+                f"same dtype. Mismatch in dtype: v[{idx}] has a dtype of {el_v.dtype} and "
+                f"the value it is paired with has a dtype of {el_other.dtype}."
+            )
 
 
 def check_requires_grad(tensors: Sequence[Tensor | None], input_type: str, strict: bool) -> None:
