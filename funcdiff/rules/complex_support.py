@@ -6,8 +6,8 @@ a silently wrong gradient. The conventions are in :mod:`funcdiff._core.registry`
 inside a backward pass the cotangent of ``z = x + iy`` is ``dL/dx - i dL/dy``, so the
 vjps of holomorphic functions and of complex-linear maps hold as they were written
 for real values (``HOLOMORPHIC``). The functions of ``conj(z)`` (``conj``, ``real``,
-``imag``, ``abs``, ``angle``, ``vdot``, the Hermitian decompositions) get their
-own vjps, ``g * dw/dz + conj(g) * conj(dw/dz̄)``.
+``imag``, ``abs``, ``angle``, ``vdot``, the decompositions and norms in
+:mod:`funcdiff.rules.complex_linalg`) get their own vjps, ``g * dw/dz + conj(g) * conj(dw/dz̄)``.
 
 It imports the families whose rules it declares, so it finds them by name.
 """
@@ -18,6 +18,7 @@ import numpy as np
 
 from funcdiff._core.registry import Rule, all_rules
 from funcdiff.rules import (  # noqa: F401  (the families declared here register first)
+    complex_linalg,
     contractions,
     eigen,
     elementwise,
@@ -29,6 +30,7 @@ from funcdiff.rules import (  # noqa: F401  (the families declared here register
     scans,
     shape,
 )
+from funcdiff.rules.complex_linalg import COMPLEX_LINALG_CASES, COMPLEX_LINALG_VJPS
 
 __all__ = ["HOLOMORPHIC", "PIECEWISE_CONSTANT", "complex_rule_names"]
 
@@ -202,10 +204,12 @@ _COMPLEX_VJPS = {
     "vecdot": _bilinear_vjps("vecdot"),
     "linalg.vecdot": _bilinear_vjps("linalg.vecdot"),
     "vecmat": _bilinear_vjps("vecmat"),
+    **COMPLEX_LINALG_VJPS,
 }
 
-#: Rules whose own vjps handle complex values (defined with the real ones).
-_SELF_HANDLING = ("absolute", "imag", "angle")
+#: Rules whose own vjps handle complex values (defined with the real ones), and the
+#: norms' composites, made of rules declared here.
+_SELF_HANDLING = ("absolute", "imag", "angle", "norm0", "norm", "vector_norm", "matrix_norm")
 
 
 def _declare() -> None:
@@ -215,7 +219,7 @@ def _declare() -> None:
     for name in HOLOMORPHIC + PIECEWISE_CONSTANT + _SELF_HANDLING:
         by_name[name].allow_complex()
     for name, vjps in _COMPLEX_VJPS.items():
-        by_name[name].allow_complex(vjps)
+        by_name[name].allow_complex(vjps, COMPLEX_LINALG_CASES.get(name, ()))
 
 
 _declare()

@@ -105,6 +105,7 @@ _CONTRACT = (
 _DENSE = (
     "linalg.inv linalg.solve linalg.det linalg.slogdet linalg.cholesky linalg.svd "
     "linalg.svdvals linalg.qr linalg.pinv linalg.lstsq linalg.eigh linalg.eigvalsh "
+    "linalg.eig linalg.eigvals "
     "scipy.linalg.solve_triangular scipy.linalg.cho_factor scipy.linalg.cho_solve "
     "scipy.linalg.expm scipy.linalg.solve scipy.linalg.inv scipy.linalg.det scipy.linalg.eigh"
 ).split()
