@@ -252,3 +252,50 @@ def test_eigh_and_cholesky_match_torch_along_hermitian_directions(torch):
         return (torch.conj(torch.tensor(w)) * f).real.sum() + (vals**2).sum() + low.abs().sum()
 
     np.testing.assert_allclose(_grad(ours, x), _torch_grad(torch, theirs, x), rtol=1e-9)
+
+
+# --------------------------------------------------------------------------- checkers
+def _conj_rule():
+    from funcdiff._core.registry import all_rules
+
+    return next(r for r in all_rules() if r.name == "conjugate")
+
+
+def test_gradcheck_and_gradgradcheck_on_complex_functions():
+    from funcdiff.check import check_derivatives, gradcheck, gradgradcheck
+
+    z = fd.tensor(_complex(3), requires_grad=True)
+    x = fd.tensor(RNG.standard_normal(3), requires_grad=True)
+
+    def f(a, b):
+        return np.sin(a) * np.conj(a) * b, np.abs(a) ** 2 + b
+
+    assert gradcheck(f, (z, x))
+    assert gradgradcheck(f, (z, x))
+    v = (fd.tensor(_complex(3), requires_grad=True), fd.tensor(np.ones(3), requires_grad=True))
+    assert gradgradcheck(f, (z, x), v)
+    assert gradcheck(lambda t: np.fft.fft(t), (x,))  # real input, complex result
+    report = check_derivatives(f, (z.detach().numpy(), x.detach().numpy()), order=2)
+    assert report.ok
+    # np.conj given the vjp of a holomorphic function (a classic bug): only the derivative
+    # with respect to conj(z) is wrong, and every checker sees it.
+    rule = _conj_rule()
+    right = dict(rule.complex_vjps)
+    rule.allow_complex({0: lambda g, ans, x: g})
+    try:
+        assert not gradcheck(f, (z, x), raise_exception=False)
+        assert not gradgradcheck(f, (z, x), raise_exception=False)
+        assert not check_derivatives(f, (z.detach().numpy(), x.detach().numpy())).ok
+    finally:
+        rule.allow_complex(right)
+
+
+def test_check_derivatives_second_order_with_outputs_sharing_a_graph():
+    from funcdiff.check import check_derivatives
+
+    def f(a, b):
+        t = np.sin(a) * b
+        return t * 2.0, t * 3.0
+
+    x = np.array([0.3, 0.5, 0.7])
+    assert check_derivatives(f, (x, x + 1.0), order=2).ok
