@@ -233,6 +233,21 @@ def funcdiff_cells(p: SP.SparseProblem, libs: Libraries) -> list[Cell]:
         ),
         Cell("funcdiff one-shot", f"funcdiff.sparse.{what}(f, x)", "call", lambda: oneshot(f, x)),
     ]
+    try:
+        replayed = prepare(f, x0, replay=True)
+        for _ in range(4):  # record the program, then compile it (see funcdiff.replay)
+            replayed(x)
+    except TypeError:  # a funcdiff without replay=
+        return cells
+    cells.append(
+        Cell(
+            "funcdiff sparse",
+            f"prepare_{what}(f, x0, replay=True)(x)",
+            "call",
+            lambda: replayed(x),
+            info=info,
+        )
+    )
     return cells
 
 

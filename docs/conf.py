@@ -80,6 +80,7 @@ html_sidebars = {
         "concepts",
         "functional",
         "sparse",
+        "replay",
         "supported",
         "verifying",
         "optimization",

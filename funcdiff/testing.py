@@ -42,6 +42,7 @@ __all__ = [
     "check_complex_rule_case",
     "check_rule_case",
     "complex_cases",
+    "flat_case",
     "materialize_case",
 ]
 
@@ -130,6 +131,37 @@ def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequenc
         else:
             call_args[i][j] = v
     return _ops.call(rule, tuple(call_args), call_kwargs)
+
+
+def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Callable, list]:
+    """A rule's case as ``f(x)`` of one flat vector, and ``points`` values of ``x``.
+
+    ``x`` is the case's differentiable arguments, each flattened in C order and
+    concatenated; ``f(x)`` runs the rule through funcdiff and returns its float outputs,
+    flattened and concatenated (a complex output as its real and imaginary parts). The
+    other arguments (indices, integers) are drawn once, from ``seed``; each point
+    redraws the differentiable ones from their domains.
+    """
+    args, slots, kwargs = materialize_case(case, np.random.default_rng(seed))
+    shapes = [np.shape(v) for _, _, v in slots]
+    sizes = [int(np.prod(s)) for s in shapes]
+
+    def f(x: Any) -> Any:
+        values, start = [], 0
+        for shape, size in zip(shapes, sizes):
+            values.append(x[start : start + size].reshape(shape))
+            start += size
+        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
+        parts = [
+            p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
+        ]
+        return np.concatenate([np.reshape(p, -1) for p in parts])
+
+    drawn = []
+    for k in range(points):
+        _, other, _ = materialize_case(case, np.random.default_rng(seed + 1000 * k))
+        drawn.append(np.concatenate([np.ravel(v) for _, _, v in other]) if other else np.zeros(0))
+    return f, drawn
 
 
 def _build_function(

@@ -155,6 +155,7 @@ def test_there_are_pages_with_examples() -> None:
         "concepts",
         "functional",
         "sparse",
+        "replay",
         "supported",
         "verifying",
         "optimization",
@@ -318,6 +319,7 @@ USER_PAGES = [
     DOCS / "performance.md",
     DOCS / "migrating.md",
     DOCS / "sparse.md",
+    DOCS / "replay.md",
     DOCS / "reliability.rst",
     ROOT / "benchmarks" / "README.md",
 ]

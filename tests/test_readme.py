@@ -30,6 +30,18 @@ def test_readme_examples_run_and_agree_with_closed_forms() -> None:
     np.testing.assert_allclose(h, h.T, rtol=1e-12)
     x0 = 0.7
     np.testing.assert_allclose(namespace["d2y"].item(), (6 * x0 + 6 * x0**2 + x0**3) * np.exp(x0))
+    # the sparse Jacobian of the tridiagonal residual, and the replayed gradient
+    y = namespace["y"]
+    inner = y[1:-1]
+    dense = np.zeros((998, 1000))
+    rows = np.arange(998)
+    dense[rows, rows] = -1.0
+    dense[rows, rows + 1] = 3 * inner**2 + 2.0
+    dense[rows, rows + 2] = -1.0
+    np.testing.assert_allclose(namespace["Js"](y).toarray(), dense, rtol=1e-12, atol=1e-12)
+    r = inner**3 - (y[:-2] - 2 * inner + y[2:])
+    np.testing.assert_allclose(namespace["g"], 2 * r @ dense, rtol=1e-10, atol=1e-12)
+    assert namespace["value"] == np.sum(r**2)
 
 
 def _section(title: str) -> str:

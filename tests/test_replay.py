@@ -13,37 +13,19 @@ from funcdiff.functional import hessian as eager_hessian
 from funcdiff.functional import jacobian as eager_jacobian
 from funcdiff.replay import ReplayError, ReplayGuardError
 from funcdiff.rules import all_rules
-from funcdiff.testing import _outputs, call_case, materialize_case
+from funcdiff.testing import flat_case
 
 CASES = [(r, i, c) for r in all_rules() if r.differentiable for i, c in enumerate(r.cases)]
 
 
 def _loss(rule, case, seed):
-    rng = np.random.default_rng(seed)
-    args, slots, kwargs = materialize_case(case, rng)
-    shapes = [np.shape(v) for _, _, v in slots]
-    sizes = [int(np.prod(s)) for s in shapes]
+    """The case's outputs, weighted and summed: a scalar function of one flat vector."""
+    vector, points = flat_case(rule, case, seed)
 
     def f(x):
-        values, start = [], 0
-        for shape, size in zip(shapes, sizes):
-            values.append(x[start : start + size].reshape(shape))
-            start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
-        # A complex output (np.fft) enters as its real and imaginary parts.
-        parts = [
-            p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
-        ]
-        total = 0.0
-        for k, o in enumerate(parts):
-            w = np.cos(1.3 * np.arange(np.size(o)) + 0.4 + k).reshape(np.shape(o))
-            total = total + np.sum(o * w)
-        return total
+        out = vector(x)
+        return np.sum(out * np.cos(1.3 * np.arange(np.size(out)) + 0.4))
 
-    points = []
-    for k in range(3):
-        _, other, _ = materialize_case(case, np.random.default_rng(seed + 1000 * k))
-        points.append(np.concatenate([np.ravel(v) for _, _, v in other]) if other else np.zeros(0))
     return f, points
 
 
@@ -276,3 +258,41 @@ def test_hooks_are_refused_at_trace_time() -> None:
     x = fd.tensor(np.ones(2), requires_grad=True)
     (g,) = fd.grad(f(x), x)  # eagerly the hook runs: 2 * 10
     assert g.data.tolist() == [20.0, 20.0]
+
+
+def test_jacobian_of_several_inputs_and_outputs_at_new_points() -> None:
+    def f(x, y):
+        return x * y, np.exp(x) * y - np.sum(x * y)
+
+    J = replay.jacobian(f, argnums=(0, 1))
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x, y = rng.standard_normal(3), rng.standard_normal(3)
+        got = J(x, y)
+        want = eager_jacobian(f, (fd.tensor(x), fd.tensor(y)), vectorize=True)
+        for i in range(2):
+            for j in range(2):
+                np.testing.assert_allclose(got[i][j], want[i][j].data, rtol=1e-12, atol=1e-12)
+
+
+def test_concurrent_replays_agree_with_eager() -> None:
+    import threading
+
+    vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) * x**2))
+    vg(np.ones(4))  # recorded once, in this thread
+    errors: list = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        for _ in range(50):
+            x = rng.standard_normal(4)
+            value, g = vg(x)
+            if not np.allclose(g, np.cos(x) * x**2 + 2 * x * np.sin(x), rtol=1e-12):
+                errors.append((x, g))
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and vg.trace_count == 1

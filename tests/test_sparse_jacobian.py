@@ -281,3 +281,71 @@ def test_other_further_arguments_are_detected_again() -> None:
     np.testing.assert_array_equal(times(np.ones(3), np.ones((3, 3))).toarray(), np.ones((3, 3)))
     np.testing.assert_array_equal(times(np.ones(3), np.eye(3)).toarray(), np.eye(3))
     assert times.info["redetections"] == 1  # the identity's entry was kept
+
+
+def test_replayed_prepared_derivatives_equal_eager_and_respect_branches() -> None:
+    y = RNG.uniform(0.5, 3.0, 60)
+    J = fs.prepare_jacobian(brusselator, y, replay=True)
+    for _ in range(5):
+        point = RNG.uniform(0.5, 3.0, 60)
+        np.testing.assert_allclose(
+            J(point).toarray(), brusselator_jacobian(point), rtol=1e-12, atol=1e-12
+        )
+    assert any(p is not None for p in J._programs.values())  # later calls replayed
+
+    def f(x):
+        if x[0] > 0:
+            return x**2
+        return x[::-1] * 3.0
+
+    Jb = fs.prepare_jacobian(f, np.ones(3), replay=True)
+    for _ in range(3):
+        np.testing.assert_array_equal(Jb(np.ones(3)).toarray(), 2 * np.eye(3))
+    np.testing.assert_array_equal(Jb(-np.ones(3)).toarray(), 3 * np.eye(3)[::-1])
+    np.testing.assert_array_equal(Jb(np.full(3, 2.0)).toarray(), 4 * np.eye(3))
+    x = RNG.uniform(-1, 1, 50)
+    H = fs.prepare_hessian(rosen, x, replay=True)
+    for _ in range(4):
+        point = RNG.uniform(-1, 2, 50)
+        np.testing.assert_allclose(H(point).toarray(), rosen_hess(point), rtol=1e-12, atol=1e-9)
+
+
+@pytest.mark.slow
+def test_memory_grows_with_the_nonzeros_not_with_n_squared() -> None:
+    import tracemalloc
+
+    n = 100_000  # a dense Jacobian would be 80 GB
+    y = RNG.uniform(0.5, 3.0, 2 * n)
+    tracemalloc.start()
+    J = fs.prepare_jacobian(brusselator, y)
+    values = J(y)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert values.nnz == 8 * n and J.ncolors == 6
+    # The compressed pass holds ncolors x size tangents (about 10 MB each here).
+    assert peak < 400e6, f"peak {peak / 1e6:.0f} MB"
+    # spot-check rows against the closed form
+    rows = [0, n - 1, n, 2 * n - 1]
+    exact = sp.csr_array(brusselator_jacobian_rows(y, rows))
+    np.testing.assert_allclose(values[rows].toarray(), exact.toarray(), rtol=1e-12, atol=1e-12)
+
+
+def brusselator_jacobian_rows(y, rows):
+    """Rows of the Brusselator's Jacobian, written out (no n x n matrix)."""
+    n = y.shape[0] // 2
+    u, v = y[:n], y[n:]
+    c = 0.02 * n**2
+    out = np.zeros((len(rows), 2 * n))
+    for r, i in enumerate(rows):
+        k = i % n
+        base = 0 if i < n else n
+        out[r, base + (k - 1) % n] += c
+        out[r, base + (k + 1) % n] += c
+        out[r, base + k] += -2 * c
+        if i < n:
+            out[r, k] += 2 * u[k] * v[k] - 4.4
+            out[r, n + k] += u[k] ** 2
+        else:
+            out[r, k] += 3.4 - 2 * u[k] * v[k]
+            out[r, n + k] += -(u[k] ** 2)
+    return out

@@ -21,7 +21,7 @@ import funcdiff.sparse as fs
 from funcdiff.functional import hessian, jacobian
 from funcdiff.rules import all_rules
 from funcdiff.rules.structure import STRUCTURE, structure_of
-from funcdiff.testing import _outputs, call_case, materialize_case
+from funcdiff.testing import flat_case
 
 DIFFERENTIABLE = [r for r in all_rules() if r.differentiable]
 CASES = [(r, i, c) for r in DIFFERENTIABLE for i, c in enumerate(r.cases)]
@@ -82,29 +82,7 @@ NOT_TIGHT_AT_CASES = {
 
 
 def _problem(rule, case, seed):
-    rng = np.random.default_rng(seed)
-    args, slots, kwargs = materialize_case(case, rng)
-    shapes = [np.shape(v) for _, _, v in slots]
-    sizes = [int(np.prod(s)) for s in shapes]
-
-    def f(x):
-        values, start = [], 0
-        for shape, size in zip(shapes, sizes):
-            values.append(x[start : start + size].reshape(shape))
-            start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
-        # A complex output (np.fft) enters as its real and imaginary parts.
-        parts = [
-            p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
-        ]
-        return np.concatenate([np.reshape(p, -1) for p in parts])
-
-    x0 = np.concatenate([np.ravel(v) for _, _, v in slots]) if slots else np.zeros(0)
-    points = [x0]
-    for k in (1, 2):
-        _, other, _ = materialize_case(case, np.random.default_rng(seed + 1000 * k))
-        points.append(np.concatenate([np.ravel(v) for _, _, v in other]))
-    return f, points
+    return flat_case(rule, case, seed)
 
 
 def _dense_jacobian(f, x):

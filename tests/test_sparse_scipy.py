@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.optimize
@@ -11,18 +14,8 @@ from scipy.integrate import solve_ivp
 import funcdiff.sparse as fs
 from funcdiff import optimize
 
-
-def brusselator(y):
-    n = y.shape[0] // 2
-    u, v = y[:n], y[n:]
-    c = 0.02 * n**2
-    du = 1.0 + u * u * v - 4.4 * u + c * (np.roll(u, 1) - 2.0 * u + np.roll(u, -1))
-    dv = 3.4 * u - u * u * v + c * (np.roll(v, 1) - 2.0 * v + np.roll(v, -1))
-    return np.concatenate([du, dv])
-
-
-def rosen(x):
-    return np.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_sparse_jacobian import brusselator, rosen  # noqa: E402
 
 
 def start(n):

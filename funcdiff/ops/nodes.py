@@ -22,8 +22,14 @@ from funcdiff._core.graph import (
     version_of,
 )
 from funcdiff._core.tensor import Tensor, wrap
+from funcdiff.ops.selection import gather_tangent, selection_sources
 
 __all__ = ["RuleNode", "PositionalNode"]
+
+#: Up to this many elements in a batch of tangents, forward mode moves them through a
+#: selection with one gather; above, with one call of the rule per tangent (contiguous
+#: copies, where a large gather would be slower).
+_GATHER_ELEMENTS = 1 << 16
 
 # Shared, never mutated: rules receive **kwargs, which Python copies.
 _NO_KWARGS: dict[str, Any] = {}
@@ -99,63 +105,110 @@ class _SavedNode(Node):
 class RuleNode(_SavedNode):
     """A node that differentiates through a registered :class:`Rule`."""
 
-    __slots__ = ("kwargs", "paths", "multi", "nested", "sources")
+    __slots__ = ("kwargs", "paths", "multi", "nested", "sources", "gather")
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
-        structure = self.rule.structure
-        if structure is not None and structure.pattern == "select" and not create_graph:
-            out = self._selection_tangent(tangents, batched)
-            if out is not None:
-                return out
-        return super().tangent(tangents, create_graph, batched)
+        out = super().tangent(tangents, create_graph, batched)  # the rule's tangent maps
+        if out is NotImplemented:
+            structure = self.rule.structure
+            if structure is not None and structure.pattern == "select":
+                out = self._selection_tangent(tangents, batched)
+                if out is None:
+                    return NotImplemented
+        return out
 
     def _selection_tangent(self, tangents: list, batched: bool) -> list | None:
         """A selection is affine in its followed arguments: ``J t = f(t) - f(0)``, with
         every other differentiable argument at zero. One call of the rule's own forward
         per tangent (per batch entry), where transposing the vjp would run a backward."""
-        if self.nested or any(type(key) is not int for key, _ in self.paths):
+        if any(type(key) is not int for key, _ in self.paths):
             return None
         if self.rule.name in ("astype", "copy") and len(tangents) == 1:
             return [tangents[0]]  # forward mode casts it to the output's dtype
         args, kwargs, _ = self.saved_inputs(False)
         kwargs = dict(kwargs) if kwargs else {}
-        args = list(args)
+        followed = set(self.paths)
+        nested = {key for key, sub in self.paths if sub is not None}
+        args = [list(a) if i in nested else a for i, a in enumerate(args)]
         for key in self.rule.vjps:  # constants at differentiable positions: zero
-            if isinstance(key, int) and key < len(args):
-                if isinstance(args[key], np.ndarray) and (key, None) not in self.paths:
+            if isinstance(key, str):
+                if key in kwargs:
+                    kwargs[key] = np.zeros_like(np.asarray(kwargs[key], dtype=float))
+            elif key in nested:
+                for j, item in enumerate(args[key]):
+                    if (key, j) not in followed:
+                        args[key][j] = np.zeros_like(np.asarray(item, dtype=float))
+            elif key < len(args) and isinstance(args[key], np.ndarray):
+                if (key, None) not in followed:
                     args[key] = np.zeros_like(args[key])
-            elif isinstance(key, str) and key in kwargs:
-                kwargs[key] = np.zeros_like(np.asarray(kwargs[key], dtype=float))
-        keys = [key for key, _ in self.paths]
+        shapes = [self.edges[i][0].out_meta[self.edges[i][1]][0] for i in range(len(self.paths))]
+
+        def placed(ts: list, batch: tuple) -> list:
+            call = [list(a) if i in nested else a for i, a in enumerate(args)]
+            for (key, sub), t, shape in zip(self.paths, ts, shapes):
+                value = np.zeros(batch + tuple(shape)) if t is None else t
+                if sub is None:
+                    call[key] = value
+                else:
+                    call[key][sub] = value
+            return call
+
         offset = getattr(self, "sources", None)  # f(0), once per node
         if offset is None:
-            zero = list(args)
-            for key in keys:
-                zero[key] = np.zeros_like(zero[key], dtype=float)
-            offset = self.rule.fn(*zero, **kwargs)
-            offset = [o for o in (offset if isinstance(offset, (list, tuple)) else (offset,))]
+            offset = self.rule.fn(*placed([None] * len(self.paths), ()), **kwargs)
+            offset = list(offset) if isinstance(offset, (list, tuple)) else [offset]
             offset = [None if not np.any(o) else o for o in offset]
             self.sources = offset
 
         def apply(ts: list) -> list:
-            call = list(args)
-            for key, t in zip(keys, ts):
-                call[key] = (
-                    np.zeros(
-                        self.edges[keys.index(key)][0].out_meta[self.edges[keys.index(key)][1]][0]
-                    )
-                    if t is None
-                    else t
-                )
-            out = self.rule.fn(*call, **kwargs)
+            out = self.rule.fn(*placed(ts, ()), **kwargs)
             out = list(out) if isinstance(out, (list, tuple)) else [out]
             return [o if c is None else o - c for o, c in zip(out, offset)]
 
         if not batched:
             return apply(tangents)
         live = next(t for t in tangents if t is not None)
+        if (
+            self.rule.name == "concatenate"
+            and self.nested
+            and not any(c is not None for c in offset)
+        ):
+            # Joined along the same axis behind the batch axis: one call for the batch.
+            axis = kwargs.pop("axis", args[1] if len(args) > 1 else 0)
+            batch = (len(live),)
+            items = [
+                t if np.ndim(t) == np.ndim(item) + 1 else np.zeros(batch + np.shape(item))
+                for t, item in zip(placed(tangents, batch)[0], args[0])
+            ]
+            if axis is None:
+                items, axis = [np.reshape(t, (len(live), -1)) for t in items], -1
+            return [np.concatenate(items, axis=axis + 1 if axis >= 0 else axis)]
+        if np.size(live) <= _GATHER_ELEMENTS and not self.nested:
+            # Small batches: one gather of the whole batch beats a call per entry.
+            keys = [key for key, _ in self.paths]
+            gathered = self._gathered(tangents, args, kwargs, keys)
+            if gathered is not None:
+                return gathered
         rows = [apply([None if t is None else t[b] for t in tangents]) for b in range(len(live))]
         return [np.stack([r[i] for r in rows]) for i in range(len(self.out_meta))]
+
+    def _gathered(self, tangents: list, args: list, kwargs: dict, keys: list) -> list | None:
+        sources = getattr(self, "gather", None)
+        shapes = [self.edges[i][0].out_meta[self.edges[i][1]][0] for i in range(len(keys))]
+        if sources is None:
+            variable = [(key, None, shape) for key, shape in zip(keys, shapes)]
+            sources = selection_sources(self.rule, args, kwargs, variable) or ()
+            self.gather = sources
+        if len(sources) != len(self.out_meta):
+            return None
+        offsets = [0]
+        for shape in shapes[:-1]:
+            offsets.append(offsets[-1] + int(np.prod(shape)))
+        batch = (np.shape(next(t for t in tangents if t is not None))[0],)
+        return [
+            gather_tangent(tangents, src, offsets, batch, meta[0])
+            for src, meta in zip(sources, self.out_meta)
+        ]
 
     def release(self) -> None:
         self.args = None

@@ -18,14 +18,15 @@ import numpy as np
 
 from funcdiff._core.tensor import Tensor
 
-__all__ = ["selection_sources", "gather_tangent"]
+__all__ = ["selection_sources", "gather_tangent", "plain"]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """The arrays of Tensors (one level into lists and tuples too), everything else as is."""
     if isinstance(value, Tensor):
         return value.data
     if type(value) in (list, tuple):
-        return type(value)(_plain(v) for v in value)
+        return type(value)(plain(v) for v in value)
     return value
 
 
@@ -59,7 +60,7 @@ def selection_sources(
     shift = total + 1
 
     def encoded(extra: int) -> tuple[list, dict]:
-        new_args, new_kwargs = [_plain(a) for a in args], {k: _plain(v) for k, v in kwargs.items()}
+        new_args, new_kwargs = [plain(a) for a in args], {k: plain(v) for k, v in kwargs.items()}
         for (key, sub, shape), offset in zip(variable, offsets):
             value = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
             value += offset + 1 + extra

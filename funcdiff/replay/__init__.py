@@ -37,8 +37,10 @@ import numpy as np
 from funcdiff import functional
 from funcdiff._core import grad_mode
 from funcdiff._core.tensor import Tensor, tensor
+from funcdiff._jacobian import basis_rows
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad as _grad
+from funcdiff.autograd.forward import push_forward
 from funcdiff.replay._program import GuardFailure, Program, build
 from funcdiff.replay._tracer import ReplayTracer, TraceError
 
@@ -262,6 +264,11 @@ class Replayed:
 
         xs = diff[0] if single else tuple(diff)
         if kind == "jacobian":
+            out = of(*diff)
+            outs = out if isinstance(out, tuple) else (out,)
+            if sum(x.data.size for x in diff) < sum(np.size(o) for o in outs):
+                # Fewer inputs than outputs: one tangent per input element, forward.
+                return _forward_jacobian(out, diff, single, create_graph)
             return functional.jacobian(of, xs, create_graph=create_graph, vectorize=True)
         if kind == "hessian":
             return functional.hessian(of, xs, create_graph=True, vectorize=True)
@@ -273,7 +280,7 @@ class Replayed:
 
     def _trace(self, args: tuple, positions: list[int]) -> tuple[Program, Any]:
         _, arrays, _ = self._split(args)
-        tracer = ReplayTracer(graph_free=self.kind in ("value_and_grad", "grad", "vjp", "jacobian"))
+        tracer = ReplayTracer(graph_free=self.kind in ("value_and_grad", "grad"))
         if grad_mode._state.tracer is not None or grad_mode._state.observer is not None:
             raise TraceError(
                 "funcdiff.replay cannot record inside another recording or sparsity detection"
@@ -331,6 +338,37 @@ class Replayed:
         return result
 
 
+def _forward_jacobian(out: Any, inputs: list, single: bool, create_graph: bool) -> Any:
+    """The Jacobian as tangents of the identity basis pushed forward in one batched
+    pass, in :func:`funcdiff.functional.jacobian`'s layout (outputs, then inputs)."""
+    outputs = out if isinstance(out, tuple) else (out,)
+    offsets = [0]
+    for x in inputs:
+        offsets.append(offsets[-1] + int(x.data.size))
+    total = offsets[-1]
+    seeds = {}
+    for j, x in enumerate(inputs):
+        rows = basis_rows(x.data.shape, x.data.dtype, offsets[j], 0, total)
+        seeds[x._gradient_edge()] = tensor(rows) if create_graph else rows
+    live = [o for o in outputs if isinstance(o, Tensor) and o.requires_grad]
+    pushed = dict(
+        zip(map(id, live), push_forward(live, seeds, create_graph=create_graph, batched=True))
+    )
+    result = []
+    for o in outputs:
+        o_shape = np.shape(o)
+        t = pushed.get(id(o))
+        if t is None:
+            t = np.zeros((total, int(np.prod(o_shape))))
+        columns = np.reshape(t, (total, -1)).T
+        blocks = tuple(
+            np.reshape(columns[:, offsets[j] : offsets[j + 1]], o_shape + x.data.shape)
+            for j, x in enumerate(inputs)
+        )
+        result.append(blocks[0] if single else blocks)
+    return result[0] if not isinstance(out, tuple) else tuple(result)
+
+
 def _slots(result: Any, tracer: ReplayTracer) -> Any:
     if result is None:
         return None
@@ -346,6 +384,8 @@ def _arrays(result: Any) -> Any:
         return None
     if isinstance(result, Tensor):
         return np.array(result.data, copy=True)
+    if isinstance(result, (np.ndarray, np.generic)):
+        return np.array(result, copy=True)
     return tuple(_arrays(r) for r in result)
 
 

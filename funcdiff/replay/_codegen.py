@@ -75,7 +75,19 @@ def compile_program(code: list, inputs: tuple, template: list, outputs: Any, low
     for slot, value in enumerate(template):
         if value is not None:
             lines.append(f"v{slot} = {names.name(value)}")
-    for ins in code:
+    # Each intermediate is dropped after its last use, so that its memory is reused as
+    # eagerly (a replay holding every intermediate of a large problem would fault in
+    # fresh pages at every call).
+    keep = set(_flat(outputs)) | set(inputs) | {s for s, v in enumerate(template) if v is not None}
+    last: dict[int, int] = {}
+    for k, ins in enumerate(code):
+        for slot in _slots_used(ins, lower):
+            last[slot] = k
+    drop: dict[int, list[int]] = {}
+    for slot, k in last.items():
+        if slot not in keep:
+            drop.setdefault(k, []).append(slot)
+    for k, ins in enumerate(code):
         op = ins[0]
         if op in (lower["unary"], lower["binary"], lower["right"], lower["left"]):
             fn, out = names.name(ins[1]), ins[-1]
@@ -109,6 +121,8 @@ def compile_program(code: list, inputs: tuple, template: list, outputs: Any, low
             lines.append(f"{names.name(ins[1])}(v{ins[2]}, {_expr(ins[3], names)}, out=v{ins[2]})")
         else:
             lines.append(f"v{ins[2]} = _copy(v{ins[1]})")
+        if k in drop:
+            lines.append("del " + ", ".join(f"v{slot}" for slot in drop[k]))
     lines.append(f"return {_result(outputs)}")
     params = ", ".join(f"v{s}" for s in inputs)
     body = "\n".join("        " + line for line in lines)
@@ -126,3 +140,45 @@ def _result(structure: Any) -> str:
         return f"v{structure}"
     items = ", ".join(_result(s) for s in structure)
     return f"({items}{',' if len(structure) == 1 else ''})"
+
+
+def _flat(structure: Any) -> list[int]:
+    if structure is None:
+        return []
+    if isinstance(structure, int):
+        return [structure]
+    return [s for item in structure for s in _flat(item)]
+
+
+def _template_slots(template: Any) -> list[int]:
+    if type(template) is Slot:
+        return [template.index]
+    if type(template) in (list, tuple):
+        return [s for t in template for s in _template_slots(t)]
+    if isinstance(template, dict):
+        return [s for t in template.values() for s in _template_slots(t)]
+    return []
+
+
+def _slots_used(ins: tuple, lower: dict) -> list[int]:
+    """Every slot an instruction reads or writes (its outputs too: a value never read
+    is dropped right after the line that made it)."""
+    op = ins[0]
+    if op in (lower["unary"], lower["binary"], lower["right"], lower["left"]):
+        used = [ins[-1]]
+        if op == lower["unary"]:
+            return used + [ins[2]]
+        if op == lower["binary"]:
+            return used + [ins[2], ins[3]]
+        return used + ([ins[2]] if op == lower["right"] else [ins[3]])
+    if op == lower["general"]:
+        return list(ins[4]) + _template_slots(ins[2]) + _template_slots(ins[3])
+    if op == lower["guard"]:
+        return [ins[1]]
+    if op == lower["copy_into"]:
+        return [ins[1], ins[2]]
+    if op == lower["set_item"]:
+        return [ins[1]] + _template_slots(ins[2]) + _template_slots(ins[3])
+    if op == lower["inplace"]:
+        return [ins[2]] + _template_slots(ins[3])
+    return [ins[1], ins[2]]

@@ -215,10 +215,10 @@ def build(tracer: ReplayTracer, outputs: Any) -> Program:
     for ins in reversed(tracer.code):
         kind = ins[0]
         if kind == CALL:
-            _, fn, args_t, kwargs_t, outs = ins
+            _, fn, args_t, kwargs_t, outs, used = ins
             if not any(o in needed for o in outs):
                 continue
-            needed.update(_uses(args_t) + _uses(kwargs_t))
+            needed.update(used if used is not None else _uses(args_t) + _uses(kwargs_t))
         elif kind == GUARD:
             needed.add(ins[1])
         elif kind in (COPY_INTO, SET_ITEM, INPLACE_UFUNC):
@@ -250,7 +250,7 @@ def build(tracer: ReplayTracer, outputs: Any) -> Program:
 def _lower(ins: tuple, tracer: ReplayTracer) -> tuple:
     kind = ins[0]
     if kind == CALL:
-        _, fn, args_t, kwargs_t, outs = ins
+        _, fn, args_t, kwargs_t, outs, _ = ins
         if not kwargs_t and len(outs) == 1 and isinstance(fn, np.ufunc) and fn.nout == 1:
             slots = [type(a) is Slot for a in args_t]
             wrap = np.ndim(tracer.values[outs[0]]) == 0

@@ -131,6 +131,7 @@ class ReplayTracer:
         depends = False
         args_t: Any = args
         kwargs_t: Any = kwargs or {}
+        used: list[int] = []
         if tensors:
             args_t, kwargs_t = list(args), dict(kwargs) if kwargs else {}
             by_tensor, flags = self.by_tensor, self.depends
@@ -139,6 +140,7 @@ class ReplayTracer:
                 if slot is None:
                     slot = self.slot_of(t)
                 depends = depends or flags[slot]
+                used.append(slot)
                 target = kwargs_t if isinstance(key, str) else args_t
                 if sub is None:
                     target[key] = Slot(slot)
@@ -147,14 +149,14 @@ class ReplayTracer:
                     items[sub] = Slot(slot)
                     target[key] = type(target[key])(items)
         outs = self.outputs_of(outputs, depends)
-        self.code.append((CALL, rule.fn, tuple(args_t), kwargs_t, outs))
+        self.code.append((CALL, rule.fn, tuple(args_t), kwargs_t, outs, used))
 
     def foreign(self, func: Any, args: Sequence, kwargs: dict, outputs: Sequence[Tensor]) -> None:
         args_t = tuple(self._template(a) for a in args)
         kwargs_t = {k: self._template(v) for k, v in kwargs.items()}
         depends = self._depends(args_t) or self._depends(tuple(kwargs_t.values()))
         outs = self.outputs_of(outputs, depends)
-        self.code.append((CALL, _unwrapping(func), args_t, kwargs_t, outs))
+        self.code.append((CALL, _unwrapping(func), args_t, kwargs_t, outs, None))
 
     def derived(self, out: Tensor, sources: Sequence[Any]) -> None:
         """``out = source.detach()``: the same array, so the same slot."""

@@ -168,12 +168,22 @@ def _getitem(x, index):
     return x[index]
 
 
+def _getitem_jvp(t, ans, x, index):
+    # Forward mode: the same selection behind the tangent's batch axes (an index whose
+    # advanced parts are apart would move them in front of the batch: declined).
+    idx = normalize_index(index, np.ndim(x))
+    if not _is_basic(idx):
+        return NotImplemented
+    return t[(slice(None),) * (np.ndim(t) - np.ndim(x)) + idx]
+
+
 _MASK_23 = np.array([[True, False, True], [False, True, True]])
 register(
     Rule(
         "getitem",
         _getitem,
         vjps={0: _getitem_vjp},
+        jvps={0: _getitem_jvp},
         nondiff_args=frozenset({1}),
         cases=(
             Case((Arg((4, 3)), (slice(1, 3), 0))),

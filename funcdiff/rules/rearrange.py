@@ -174,11 +174,22 @@ def _roll_vjp(g, ans, a, shift, axis=None):
     return np.roll(g, back, axis=_from_end(axis, ndim))
 
 
+def _roll_jvp(t, ans, a, shift, axis=None):
+    # Forward mode: the tangent rolled the same way, its batch axes left alone.
+    nb = np.ndim(t) - np.ndim(a)
+    if axis is None:
+        flat = np.reshape(t, np.shape(t)[:nb] + (-1,))
+        return np.reshape(np.roll(flat, shift, axis=-1), np.shape(t))
+    axes = tuple(int(x) for x in np.atleast_1d(axis))
+    return np.roll(t, shift, axis=tuple(x + nb if x >= 0 else x for x in axes))
+
+
 register(
     _layout_rule(
         "roll",
         np.roll,
         {0: _roll_vjp},
+        jvps={0: _roll_jvp},
         nondiff_args=frozenset({1}),
         cases=(
             Case((Arg((2, 3)), 2)),

@@ -100,11 +100,20 @@ def _reshape_vjp(g, ans, a, *args, **kwargs):
     return np.reshape(g, _batch(g, ans) + np.shape(a), order=_resolve_order(a, order))
 
 
+def _reshape_jvp(t, ans, a, *args, **kwargs):
+    # Forward mode: the tangent reshaped the same way, behind its batch axes.
+    order = args[1] if len(args) > 1 else kwargs.get("order", "C")
+    if _resolve_order(a, order) != "C":
+        return NotImplemented
+    return np.reshape(t, np.shape(t)[: np.ndim(t) - np.ndim(a)] + np.shape(ans))
+
+
 register(
     _layout_rule(
         "reshape",
         np.reshape,
         {0: _reshape_vjp},
+        jvps={0: _reshape_jvp},
         cases=(
             Case((Arg((3, 4)), (2, 6))),
             Case((Arg((3, 4)), -1)),

@@ -143,6 +143,7 @@ def prepare_jacobian(
     args: Sequence[Any] = (),
     on_guard_failure: str = "redetect",
     max_patterns: int = 8,
+    replay: bool = False,
 ) -> SparseJacobian:
     """Detect and colour the Jacobian's pattern once, for evaluation at many points.
 
@@ -170,6 +171,11 @@ def prepare_jacobian(
         a matrix built on another path's pattern.
     max_patterns : int
         How many paths' patterns are kept.
+    replay : bool
+        Record the run of ``f`` and the compressed pass once per pattern (after its
+        first evaluation) and replay them as plain NumPy calls at later points
+        (:mod:`funcdiff.replay`): the same values, without the cost of recording a graph.
+        A point where ``f`` branches differently runs eagerly, as without replay.
 
     Returns
     -------
@@ -201,6 +207,7 @@ def prepare_jacobian(
         args=args,
         on_guard_failure=on_guard_failure,
         max_patterns=max_patterns,
+        replay=replay,
     )
 
 
@@ -213,6 +220,7 @@ def prepare_hessian(
     args: Sequence[Any] = (),
     on_guard_failure: str = "redetect",
     max_patterns: int = 8,
+    replay: bool = False,
 ) -> SparseHessian:
     """Detect and colour a scalar function's Hessian pattern once, for many points.
 
@@ -249,6 +257,7 @@ def prepare_hessian(
         args=args,
         on_guard_failure=on_guard_failure,
         max_patterns=max_patterns,
+        replay=replay,
     )
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core.tensor import Tensor
-from funcdiff.ops.selection import selection_sources
+from funcdiff.ops.selection import plain, selection_sources
 from funcdiff.rules.structure import Structure
 from funcdiff.sparse import _contract
 from funcdiff.sparse._hessian import HessianAccumulator
@@ -73,12 +73,7 @@ def _arg(args: tuple, kwargs: dict, key: Any, default: Any = None) -> Any:
     return args[key] if key < len(args) else default
 
 
-def _data(value: Any) -> Any:
-    if isinstance(value, Tensor):
-        return value.data
-    if type(value) in (list, tuple):
-        return type(value)(_data(v) for v in value)
-    return value
+_data = plain
 
 
 def dense_outputs(inputs: Inputs, outputs: list[Tensor], acc: HessianAccumulator | None) -> list:

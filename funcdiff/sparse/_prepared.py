@@ -20,6 +20,8 @@ from funcdiff._core import grad_mode
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
 from funcdiff.autograd.forward import push_forward
+from funcdiff.replay._program import GuardFailure, Program, build
+from funcdiff.replay._tracer import ReplayTracer
 from funcdiff.sparse._coloring import Coloring, color_hessian, color_jacobian, decompress
 from funcdiff.sparse._detect import GuardRecorder, observing, run_traced, same_outcome
 
@@ -151,6 +153,7 @@ class _Prepared:
         args: Sequence[Any],
         on_guard_failure: str,
         max_patterns: int,
+        replay: bool = False,
     ) -> None:
         if not callable(f):
             raise TypeError(f"f must be callable, got {type(f).__name__}")
@@ -161,6 +164,8 @@ class _Prepared:
         if not isinstance(max_patterns, int) or max_patterns < 1:
             raise ValueError(f"max_patterns must be a positive integer, got {max_patterns!r}")
         self.f = f
+        self.replay = bool(replay)
+        self._programs: dict[int, Program | None] = {}
         self.args = tuple(args)
         self.on_guard_failure = on_guard_failure
         self.max_patterns = max_patterns
@@ -231,6 +236,56 @@ class _Prepared:
             out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
         return xt, out, recorder.outcomes()
 
+    # -- replay: the run of f and the compressed pass as one recorded program per entry
+    def _replayed(self, x: np.ndarray, args: tuple) -> tuple | None:
+        """``(value, compressed)`` by replaying the current entry's program, or None
+        (no program yet, other arguments, or a branch the program does not cover)."""
+        entry = self._entry
+        program = self._programs.get(id(entry))
+        if program is None or not (
+            len(args) == len(entry.args) and all(map(_same, args, entry.args))
+        ):
+            return None
+        try:
+            return program.run([x])
+        except GuardFailure:
+            self._programs[id(entry)] = None
+            return None
+
+    def _record_program(self, x: np.ndarray, args: tuple, expected: np.ndarray) -> None:
+        """Record the current entry's program (once, from its second evaluation), and
+        keep it only if it reproduces the eager compressed result at this point."""
+        entry = self._entry
+        if not self.replay or id(entry) in self._programs or not entry.verified:
+            return
+        tracer = ReplayTracer()
+        if grad_mode._state.tracer is not None or grad_mode._state.observer is not None:
+            return
+        grad_mode.install_tracer(tracer)
+        try:
+            with grad_mode.enable_grad():
+                xt = tensor(x, requires_grad=True)
+                tracer.input(xt)
+                out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
+                compressed = self._compressed_tensors(xt, out, entry.coloring)
+        finally:
+            grad_mode.install_tracer(None)
+        if compressed is None:
+            self._programs[id(entry)] = None
+            return
+        program = build(tracer, (tracer.slot_of(out), tracer.slot_of(compressed)))
+        try:
+            _, replayed = program.run([x])
+        except GuardFailure:
+            replayed = None
+        same = replayed is not None and np.allclose(
+            replayed, expected, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(expected).max(initial=0))
+        )
+        self._programs[id(entry)] = program if same else None
+
+    def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
+        raise NotImplementedError
+
     def _entry_for(self, x: np.ndarray, args: tuple, outcomes: list) -> _Entry:
         for entry in self._entries:
             if entry.matches(outcomes, args):
@@ -269,11 +324,12 @@ class SparseJacobian(_Prepared):
         args=(),
         on_guard_failure="redetect",
         max_patterns=8,
+        replay=False,
     ) -> None:
         if mode not in ("auto", "forward", "reverse"):
             raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
         self._mode_asked = mode
-        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns)
+        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay)
 
     def _shape(self, out: Tensor) -> tuple[int, int]:
         return (int(out.data.size), int(np.prod(self.x_shape)))
@@ -303,6 +359,10 @@ class SparseJacobian(_Prepared):
     def value_and_jacobian(self, x: Any, *args: Any) -> tuple[np.ndarray, sp.csr_array]:
         """``(f(x), J(x))`` from one run of ``f``."""
         x, args = self._point(x, args)
+        replayed = self._replayed(x, args) if self.replay else None
+        if replayed is not None:
+            value, compressed = replayed
+            return value, decompress(self._entry.coloring, self._entry.pattern, compressed)
         xt, out, outcomes = self._record(x, args)
         entry = self._entry_for(x, args, outcomes)
         self._entry = entry
@@ -317,7 +377,22 @@ class SparseJacobian(_Prepared):
         if not entry.verified:
             _probe(xt, out, jac)
             entry.verified = True
+        elif self.replay:
+            self._record_program(x, args, compressed)
         return np.array(out.data, copy=True), jac
+
+    def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
+        """The compressed pass on Tensors (recorded, for replay)."""
+        m, n, k = int(out.data.size), int(xt.data.size), coloring.ncolors
+        if k == 0 or not out._requires_grad:
+            return None
+        if coloring.kind == "row":
+            seeds = tensor(coloring.seeds(m).reshape((k,) + out.data.shape))
+            (g,) = grad([out], [xt], [seeds], is_grads_batched=True, create_graph=True)
+            return np.reshape(g, (k, n))
+        seeds = tensor(coloring.seeds(n).reshape((k,) + xt.data.shape))
+        (t,) = push_forward([out], {xt._gradient_edge(): seeds}, create_graph=True, batched=True)
+        return None if t is None else np.reshape(t, (k, m))
 
     def __call__(self, x: Any, *args: Any) -> sp.csr_array:
         """The Jacobian at ``x`` as a ``(f(x).size, x.size)`` float ``csr_array``."""
@@ -390,11 +465,12 @@ class SparseHessian(_Prepared):
         args=(),
         on_guard_failure="redetect",
         max_patterns=8,
+        replay=False,
     ) -> None:
         if coloring not in ("star", "column"):
             raise ValueError(f"coloring must be 'star' or 'column', got {coloring!r}")
         self._method = coloring
-        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns)
+        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay)
 
     def _shape(self, out: Tensor) -> tuple[int, int]:
         n = int(np.prod(self.x_shape))
@@ -433,6 +509,9 @@ class SparseHessian(_Prepared):
     def __call__(self, x: Any, *args: Any) -> sp.csr_array:
         """The Hessian at ``x`` as an ``(x.size, x.size)`` float ``csr_array``."""
         x, args = self._point(x, args)
+        replayed = self._replayed(x, args) if self.replay else None
+        if replayed is not None:
+            return decompress(self._entry.coloring, self._entry.pattern, replayed[1])
         xt, out, g, entry = self._gradient(x, args)
         n = int(xt.data.size)
         k = entry.coloring.ncolors
@@ -442,7 +521,22 @@ class SparseHessian(_Prepared):
             (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=False, batched=True)
             if t is not None:
                 compressed = np.reshape(t, (k, n))
+        if self.replay and entry.verified:
+            self._record_program(x, args, compressed)
+        entry.verified = True
         return decompress(entry.coloring, entry.pattern, compressed)
+
+    def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
+        """Hessian-vector products of every colour, on Tensors (recorded, for replay)."""
+        n, k = int(xt.data.size), coloring.ncolors
+        if k == 0 or not out._requires_grad:
+            return None
+        (g,) = grad([out], [xt], create_graph=True, allow_unused=True)
+        if g is None or not g._requires_grad:
+            return None
+        seeds = tensor(coloring.seeds(n).reshape((k,) + xt.data.shape))
+        (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=True, batched=True)
+        return None if t is None else np.reshape(t, (k, n))
 
     def hessp(self, x: Any, p: Any, *args: Any) -> np.ndarray:
         """The Hessian-vector product ``H(x) @ p`` (one forward pass through the

@@ -1,0 +1,267 @@
+"""Replayed derivatives against eager funcdiff, the NumPy forward and jax.jit.
+
+``python -m benchmarks.replay [--quick] [--json PATH]``
+
+Rows (every answer is checked against eager funcdiff before it is timed):
+
+* R1 B5, value and gradient through 1000 elementwise ops on size-10 arrays;
+* R3 B7, the full Jacobian of a 3-input, 2-output function of size-5 vectors;
+* R4 B3, the Hessian of Rosenbrock, n = 100;
+* R5 B1, value and gradient of ``sum(tanh(W @ x + b) ** 2)``, W 2000 x 2000;
+* R6 the RK4 sensitivity example of ``notebooks/04_ode_sensitivities.ipynb``
+  (the Jacobian of 400 RK4 steps with respect to 4 parameters);
+* R7 the cost of recording (first call, validation included) against one eager call.
+
+Times are medians over interleaved rounds; the table shows ratios measured in the same
+round (to the NumPy forward of the same function, and eager / replayed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import _env  # noqa: E402  (imports nothing heavy)
+
+HERE = Path(__file__).resolve().parent
+
+
+def _problems(np: Any) -> list[dict]:
+    import funcdiff as fd
+    import funcdiff.replay as replay
+    from benchmarks.problems import three_two, tiny_chain
+    from funcdiff.functional import hessian, jacobian
+
+    rng = np.random.default_rng(0)
+    rows = []
+
+    x = rng.uniform(-1.0, 1.0, 10)
+    c, d = rng.uniform(0.95, 1.05, 10), rng.uniform(-0.01, 0.01, 10)
+    f5 = tiny_chain(np, c, d)
+
+    def eager_vg(f, *xs):
+        ts = [fd.tensor(v, requires_grad=True) for v in xs]
+        y = f(*ts)
+        return y.item(), [g.data for g in fd.grad(y, ts)]
+
+    rows.append(
+        dict(
+            id="R1",
+            what="B5: value+grad, 1000 tiny ops",
+            numpy=lambda: f5(x),
+            eager=lambda: eager_vg(f5, x),
+            replay=replay.value_and_grad(f5),
+            args=(x,),
+            jax=("vg", "tiny_chain", (x,), {"c": c, "d": d}),
+        )
+    )
+
+    xs3 = tuple(rng.uniform(-1.0, 1.0, 5) for _ in range(3))
+    f7 = three_two(np)
+    rows.append(
+        dict(
+            id="R3",
+            what="B7: full Jacobian, 3 inputs x 2 outputs",
+            numpy=lambda: f7(*xs3),
+            eager=lambda: jacobian(f7, tuple(fd.tensor(v) for v in xs3), vectorize=True),
+            replay=replay.jacobian(f7, argnums=(0, 1, 2)),
+            args=xs3,
+            jax=("jac3", "three_two", xs3, {}),
+        )
+    )
+
+    def rosen(v):
+        return np.sum(100.0 * (v[1:] - v[:-1] ** 2) ** 2 + (1 - v[:-1]) ** 2)
+
+    xr = rng.uniform(-1.0, 2.0, 100)
+    rows.append(
+        dict(
+            id="R4",
+            what="B3: Hessian of Rosenbrock, n=100",
+            numpy=lambda: rosen(xr),
+            eager=lambda: hessian(rosen, fd.tensor(xr), vectorize=True),
+            replay=replay.hessian(rosen),
+            args=(xr,),
+            jax=("hess", "rosen", (xr,), {}),
+        )
+    )
+
+    n = 2000
+    W = rng.standard_normal((n, n)) / np.sqrt(n)
+    b, x1 = rng.standard_normal(n), rng.standard_normal(n)
+
+    def f1(v):
+        t = np.tanh(W @ v + b)
+        return np.sum(t * t)
+
+    rows.append(
+        dict(
+            id="R5",
+            what="B1: value+grad, W 2000x2000 (NumPy-bound)",
+            numpy=lambda: f1(x1),
+            eager=lambda: eager_vg(f1, x1),
+            replay=replay.value_and_grad(f1),
+            args=(x1,),
+        )
+    )
+
+    u0 = np.array([10.0, 10.0])
+    p0 = np.array([1.1, 0.4, 0.4, 0.1])
+
+    def simulate(p, T=30.0, steps=400):
+        dt = T / steps
+        growth = np.stack([p[0], -p[2]])
+        coupling = np.stack([-p[1], p[3]])
+
+        def rhs(u):
+            return u * (growth + coupling * u[::-1])
+
+        u = u0
+        states = [u]
+        for _ in range(steps):
+            k1 = rhs(u)
+            k2 = rhs(u + (0.5 * dt) * k1)
+            k3 = rhs(u + (0.5 * dt) * k2)
+            k4 = rhs(u + dt * k3)
+            u = u + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            states.append(u)
+        return np.stack(states)
+
+    rows.append(
+        dict(
+            id="R6",
+            what="RK4 sensitivities (notebook 04), dtraj/dp",
+            numpy=lambda: simulate(p0),
+            eager=lambda: jacobian(simulate, fd.tensor(p0), vectorize=True),
+            replay=replay.jacobian(simulate),
+            args=(p0,),
+        )
+    )
+    return rows
+
+
+def _as_arrays(value: Any) -> list:
+    import numpy as np
+
+    if isinstance(value, (tuple, list)):
+        return [a for v in value for a in _as_arrays(v)]
+    return [np.asarray(getattr(value, "data", value), dtype=float)]
+
+
+def _jax_cell(spec: Any) -> Any:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    from benchmarks import problems
+
+    kind, name, xs, kw = spec
+    if name == "tiny_chain":
+        f = problems.tiny_chain(jnp, jnp.asarray(kw["c"]), jnp.asarray(kw["d"]))
+    elif name == "three_two":
+        f = problems.three_two(jnp)
+    else:
+
+        def f(v):
+            return jnp.sum(100.0 * (v[1:] - v[:-1] ** 2) ** 2 + (1 - v[:-1]) ** 2)
+
+    if kind == "vg":
+        g = jax.jit(jax.value_and_grad(f))
+    elif kind == "jac3":
+        g = jax.jit(jax.jacrev(f, argnums=(0, 1, 2)))
+    else:
+        g = jax.jit(jax.hessian(f))
+    args = tuple(jnp.asarray(v) for v in xs)
+
+    def call() -> Any:
+        return jax.block_until_ready(g(*args))
+
+    call()
+    return call
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__)
+    p.add_argument("--quick", action="store_true", help="short budgets (under a minute)")
+    p.add_argument("--rounds", type=int, default=None)
+    p.add_argument("--json", default=None, help="where to write results")
+    args = p.parse_args(argv)
+    _env.prepare()
+    import numpy as np
+
+    from benchmarks._timing import FULL, QUICK, measure, per_round
+
+    budget = QUICK if args.quick else FULL
+    rounds = args.rounds or (1 if args.quick else 3)
+    results = []
+    for row in _problems(np):
+        replayed, call_args = row["replay"], row["args"]
+        start = time.perf_counter()
+        first = replayed(*call_args)
+        trace = time.perf_counter() - start
+        start = time.perf_counter()
+        row["eager"]()
+        eager_once = time.perf_counter() - start
+        expected = _as_arrays(row["eager"]())
+        got = _as_arrays(replayed(*call_args))
+        ok = len(got) == len(expected) and all(
+            np.allclose(g, e, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(e).max(initial=0)))
+            for g, e in zip(got, expected)
+        )
+        del first
+        cells = {
+            "numpy": row["numpy"],
+            "eager": row["eager"],
+            "replay": lambda r=replayed, a=call_args: r(*a),
+        }
+        jax_call = _jax_cell(row["jax"]) if "jax" in row else None
+        if jax_call is not None:
+            cells["jax.jit"] = jax_call
+        per = {k: [] for k in cells}
+        for _ in range(rounds):
+            for name, fn in cells.items():
+                per[name].append(measure(fn, per_round(budget, rounds)).median)
+        ratio = {k: statistics.median(t / n for t, n in zip(per[k], per["numpy"])) for k in per}
+        eager_over_replay = statistics.median(e / r for e, r in zip(per["eager"], per["replay"]))
+        entry = {
+            "id": row["id"],
+            "what": row["what"],
+            "checked": ok,
+            "x_numpy": ratio,
+            "eager_over_replay": eager_over_replay,
+            "trace_over_eager": trace / eager_once,
+            "seconds": {k: statistics.median(v) for k, v in per.items()},
+        }
+        if "jax.jit" in per:
+            entry["replay_over_jax_jit"] = statistics.median(
+                r / j for r, j in zip(per["replay"], per["jax.jit"])
+            )
+        results.append(entry)
+        print(
+            f"{row['id']:3} {row['what']:44} {'ok' if ok else 'WRONG':5} "
+            + "  ".join(f"{k} {v:7.2f}x" for k, v in ratio.items())
+            + f"  eager/replay {eager_over_replay:5.2f}"
+            + (f"  replay/jax.jit {entry['replay_over_jax_jit']:5.2f}" if "jax.jit" in per else "")
+            + f"  trace/eager {entry['trace_over_eager']:5.1f}",
+            flush=True,
+        )
+    out = Path(args.json) if args.json else HERE / "results" / f"replay-{_dt.date.today()}.json"
+    if not args.quick or args.json:
+        out.write_text(json.dumps({"rows": results, "rounds": rounds}, indent=1))
+        print(f"wrote {out}")
+    return 0 if all(r["checked"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
