@@ -43,35 +43,19 @@ _STRATEGIES = ("forward-mode", "reverse-mode")
 
 # --------------------------------------------------------------------------- structure
 def _convert(el: Any) -> Tensor | None:
-    """A float Tensor holding a NumPy array or a real number, or None if ``el`` is neither."""
+    """A float or complex Tensor holding a NumPy array or a number, or None if ``el`` is
+    neither."""
     if isinstance(el, (bool, np.bool_)):
         return None
-    if isinstance(el, (int, float, np.integer, np.floating)):
+    if isinstance(el, (int, float, complex, np.integer, np.floating, np.complexfloating)):
         el = np.asarray(el)
     if not isinstance(el, np.ndarray):
         return None
-    if el.dtype.kind == "f":
+    if el.dtype.kind in "fc":
         return as_tensor(el)  # no copy: funcdiff never writes into its inputs
     if el.dtype.kind in "iu":
         return Tensor(el, dtype=np.float64)
     return None
-
-
-def _refuse_complex(el: Any, arg_name: str, fn_name: str, index: int | None) -> None:
-    """Raise TypeError for a complex ``el``: say that complex numbers are the problem,
-    rather than that its type is not a Tensor (an ndarray of complex dtype is one)."""
-    if isinstance(el, (complex, np.complexfloating)):
-        dtype = np.asarray(el).dtype
-    elif isinstance(el, np.ndarray) and el.dtype.kind == "c":
-        dtype = el.dtype
-    else:
-        return
-    at = "" if index is None else f"value at index {index}, "
-    raise TypeError(
-        f"{fn_name} got a complex value in its {arg_name} argument ({at}dtype {dtype}): funcdiff "
-        "differentiates real floating-point inputs only; split a complex value z into its "
-        "real and imaginary parts (z.real, z.imag) and pass them as two real inputs."
-    )
 
 
 def as_tuple(
@@ -79,18 +63,17 @@ def as_tuple(
 ) -> tuple[bool, tuple[Tensor, ...]]:
     """``(is_tuple, tuple_of_tensors)``; only a real tuple counts as several values.
 
-    ``convert`` also accepts NumPy arrays and real numbers (inputs and ``v``);
-    ``differentiable`` requires a floating dtype (inputs, which get gradients).
+    ``convert`` also accepts NumPy arrays and numbers (inputs and ``v``);
+    ``differentiable`` requires a floating or complex dtype (inputs, which get
+    gradients).
     """
     is_tuple = isinstance(inp, tuple)
     items = inp if is_tuple else (inp,)
     result = []
     for i, el in enumerate(items):
         t = el if isinstance(el, Tensor) else (_convert(el) if convert else None)
-        if t is None or (differentiable and t.dtype.kind != "f"):
+        if t is None or (differentiable and t.dtype.kind not in "fc"):
             where = f"the value at index {i}" if is_tuple else f"the given {arg_name}"
-        if t is None and convert:
-            _refuse_complex(el, arg_name, fn_name, i if is_tuple else None)
         if t is None:
             msg = (
                 f"The {arg_name} given to {fn_name} must be either a Tensor or a tuple of "
@@ -98,7 +81,7 @@ def as_tuple(
             )
             if convert:
                 msg += (
-                    " NumPy arrays and real numbers are accepted as well; several values "
+                    " NumPy arrays and numbers are accepted as well; several values "
                     "must be passed as a tuple."
                 )
             elif isinstance(el, np.ndarray):
@@ -107,9 +90,10 @@ def as_tuple(
                     "(wrap it with funcdiff.tensor)."
                 )
             raise TypeError(msg)
-        if differentiable and t.dtype.kind != "f":
+        if differentiable and t.dtype.kind not in "fc":
             raise RuntimeError(
-                f"The {arg_name} given to {fn_name} must have a floating-point dtype to be "
+                f"The {arg_name} given to {fn_name} must have a floating-point or complex "
+                "dtype to be "
                 f"differentiated, but {where} is a Tensor of dtype {t.dtype}; convert it "
                 "with .astype(numpy.float64)."
             )
@@ -172,6 +156,13 @@ def validate_v(v: tuple[Tensor, ...], other: tuple[Tensor, ...], is_other_tuple:
             prefix = f"Entry {idx} in " if is_other_tuple else ""
             raise RuntimeError(
                 f"{prefix}v has invalid size: should be {el_other.shape} but got {el_v.shape}."
+            )
+        if (el_v.dtype.kind == "c") != (el_other.dtype.kind == "c"):
+            # A complex v of a real value would lose its imaginary part (torch raises).
+            raise RuntimeError(
+                "For complex Tensors, both grad_output and output are required to have the "
+                f"same dtype. Mismatch in dtype: v[{idx}] has a dtype of {el_v.dtype} and "
+                f"the value it is paired with has a dtype of {el_other.dtype}."
             )
 
 

@@ -550,7 +550,7 @@ def vjp(
 def jvp(
     outs: Sequence[Any], ins: Sequence[Tensor], dirs: Sequence[Any], batched: bool = False
 ) -> list[np.ndarray]:
-    """``J v`` for every output in forward mode, as new float64 arrays.
+    """``J v`` for every output in forward mode, as new float64 (complex128) arrays.
 
     ``dirs[j]`` has the shape of ``ins[j]`` (after one leading batch axis if
     ``batched``) and is pushed through the recorded graph, one operation at a time; an
@@ -574,8 +574,17 @@ def jvp(
     result = []
     for o in outs:
         t = next(pushed) if isinstance(o, Tensor) else None
-        result.append(np.zeros(lead + _shape(o)) if t is None else np.array(t, dtype=np.float64))
+        if t is None:
+            result.append(np.zeros(lead + _shape(o)))
+        else:
+            result.append(np.array(t, dtype=np.complex128 if t.dtype.kind == "c" else np.float64))
     return result
+
+
+def _result_dtype(o: Any) -> np.dtype:
+    """complex128 for a complex output, float64 for any other."""
+    kind = o.dtype.kind if isinstance(o, Tensor) else np.asarray(o).dtype.kind
+    return np.dtype(np.complex128 if kind == "c" else np.float64)
 
 
 def double_backward_jvp(
@@ -603,7 +612,7 @@ def double_backward_jvp(
     [array([2., 4.])]
     """
     nb = (np.shape(dirs[0])[0],) if batched and dirs else ()
-    results = [np.zeros(nb + _shape(o)) for o in outs]
+    results = [np.zeros(nb + _shape(o), dtype=_result_dtype(o)) for o in outs]
     live = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
     if not live:
         return results

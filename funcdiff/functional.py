@@ -358,8 +358,22 @@ def jacobian(
                 "supported together. Please either set `strict=False` or `vectorize=False`."
             )
         else:
+            if not vectorize:
+                _refuse_complex_rows(outputs)
             jac = jacobian_reverse(outputs, inputs, create_graph, strict, vectorize, chunk_size)
     return tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _refuse_complex_rows(outputs: tuple[Tensor, ...]) -> None:
+    """torch's row-by-row reverse-mode Jacobian differentiates each entry of an output
+    as a scalar with an implicit gradient, which a complex entry cannot have."""
+    for out in outputs:
+        if out.dtype.kind == "c" and out.size and out.requires_grad:
+            raise RuntimeError(
+                "grad can be implicitly created only for real scalar outputs but got "
+                f"{out.dtype}: the row-by-row reverse-mode Jacobian of a complex output is "
+                'undefined in torch\'s convention; use vectorize=True or strategy="forward-mode"'
+            )
 
 
 # --------------------------------------------------------------------------- second order

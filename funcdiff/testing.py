@@ -15,6 +15,9 @@ compares, with independent truth from finite differences:
   their dense arrays.
 
 The test suite runs it over every registered rule, so adding a rule adds its tests.
+:func:`check_complex_rule_case` does the same on complex values (:func:`complex_cases`
+derives them from a rule's real cases), against finite differences along the real and
+the imaginary axis of every input, to second order.
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
 from funcdiff.ops import dispatch as _ops
 
-__all__ = ["RuleCheck", "call_case", "check_rule_case", "materialize_case", "flat_case"]
+__all__ = [
+    "RuleCheck",
+    "call_case",
+    "check_complex_rule_case",
+    "check_rule_case",
+    "complex_cases",
+    "flat_case",
+    "materialize_case",
+]
 
 
 @dataclass
@@ -92,7 +103,7 @@ def materialize_case(case: Case, rng: np.random.Generator) -> tuple[list, list, 
     return args, slots, kwargs
 
 
-def _outputs(result: Any, case: Case) -> tuple:
+def _outputs(result: Any, case: Case, kinds: str = "f") -> tuple:
     if case.output is not None:
         result = case.output(result)
     items = result if isinstance(result, (tuple, list)) else (result,)
@@ -100,7 +111,7 @@ def _outputs(result: Any, case: Case) -> tuple:
         o
         for o in items
         if isinstance(o, (Tensor, np.ndarray, np.generic))
-        and np.asarray(o.data if isinstance(o, Tensor) else o).dtype.kind == "f"
+        and np.asarray(o.data if isinstance(o, Tensor) else o).dtype.kind in kinds
     )
 
 
@@ -127,8 +138,9 @@ def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Calla
 
     ``x`` is the case's differentiable arguments, each flattened in C order and
     concatenated; ``f(x)`` runs the rule through funcdiff and returns its float outputs,
-    flattened and concatenated. The other arguments (indices, integers) are drawn once,
-    from ``seed``; each point redraws the differentiable ones from their domains.
+    flattened and concatenated (a complex output as its real and imaginary parts). The
+    other arguments (indices, integers) are drawn once, from ``seed``; each point
+    redraws the differentiable ones from their domains.
     """
     args, slots, kwargs = materialize_case(case, np.random.default_rng(seed))
     shapes = [np.shape(v) for _, _, v in slots]
@@ -139,8 +151,11 @@ def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Calla
         for shape, size in zip(shapes, sizes):
             values.append(x[start : start + size].reshape(shape))
             start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case)
-        return np.concatenate([np.reshape(o, -1) for o in outs])
+        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
+        parts = [
+            p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
+        ]
+        return np.concatenate([np.reshape(p, -1) for p in parts])
 
     drawn = []
     for k in range(points):
@@ -149,11 +164,13 @@ def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Calla
     return f, drawn
 
 
-def _build_function(rule: Rule, case: Case, args: list, slots: list, kwargs: dict) -> Callable:
-    """f(*diff_values) -> tuple of float outputs, running the rule through funcdiff."""
+def _build_function(
+    rule: Rule, case: Case, args: list, slots: list, kwargs: dict, kinds: str = "f"
+) -> Callable:
+    """f(*diff_values) -> tuple of float outputs (of ``kinds``), running the rule."""
 
     def f(*values: Any) -> tuple:
-        return _outputs(call_case(rule, args, slots, kwargs, values), case)
+        return _outputs(call_case(rule, args, slots, kwargs, values), case, kinds)
 
     return f
 
@@ -220,6 +237,12 @@ def check_rule_case(
     def values(tensors: bool, xs: Sequence[np.ndarray]) -> list:
         return [tensor(x, requires_grad=True) if tensors else x for x in xs]
 
+    if any(
+        np.iscomplexobj(o)
+        for o in _as_values(_outputs(call_case(rule, args, slots, kwargs, x0), case, "c"))
+    ):
+        # Complex results (rfft of a real input): checked in torch's convention.
+        return check_complex_rule_case(rule, case, index)
     ref = _as_arrays(f(*x0))
     if not ref:
         return RuleCheck(rule.name, index, ["the rule returned no floating-point output"])
@@ -359,3 +382,171 @@ def check_rule_case(
         roots = [g for g, _ in live]
         failures += _batch_mismatches("second order", roots, inputs, batch_dirs, 1e-9)
     return RuleCheck(rule.name, index, failures)
+
+
+# --------------------------------------------------------------------------- complex values
+def _complexify(spec: Any, only_first: list | None) -> Any:
+    """``spec`` with its real Args complexified (only the first one, if ``only_first``
+    is a list that is still empty; it records that one was)."""
+    if isinstance(spec, Arg):
+        changed = spec.complexified()
+        if changed is spec or (only_first is not None and only_first):
+            return spec
+        if only_first is not None:
+            only_first.append(True)
+        return changed
+    if isinstance(spec, list):
+        return [_complexify(s, only_first) for s in spec]
+    return spec
+
+
+def _complexified(case: Case, first_only: bool) -> Case | None:
+    mark: list | None = [] if first_only else None
+    args = tuple(_complexify(a, mark) for a in case.args)
+    kwargs = {k: _complexify(v, mark) for k, v in case.kwargs.items()}
+    if args == case.args and kwargs == dict(case.kwargs):
+        return None
+    return Case(args, kwargs, case.output, case.order, case.atol, case.rtol, case.note)
+
+
+def _count_args(case: Case) -> int:
+    specs = [*case.args, *case.kwargs.values()]
+    flat = [s for spec in specs for s in (spec if isinstance(spec, list) else [spec])]
+    return sum(isinstance(s, Arg) and s.complexified() is not s for s in flat)
+
+
+def complex_cases(rule: Rule) -> tuple[Case, ...]:
+    """The complex test points of a rule that accepts complex values.
+
+    Each real case with a real argument to differentiate gives one case with every such
+    argument complex, and, with two or more of them, one with only the first complex
+    (real and complex values mixed); cases that map their output (``Case.output``)
+    are left to ``rule.complex_cases``, which come last.
+    """
+    if not rule.complex or not rule.differentiable:
+        return ()
+    found: list[Case] = []
+    for case in rule.cases:
+        if case.output is not None:
+            continue
+        full = _complexified(case, first_only=False)
+        if full is None:
+            continue
+        found.append(full)
+        if _count_args(case) > 1:
+            found.append(_complexified(case, first_only=True))
+    return (*found, *rule.complex_cases)
+
+
+def _wirtinger_fd(scalar: Callable, xs: list[np.ndarray], eps: float) -> list[np.ndarray]:
+    """``dL/dx + i dL/dy`` of a real ``scalar`` by central differences along the real
+    axis of every entry, and the imaginary axis of every complex one."""
+    result = []
+    for k, x in enumerate(xs):
+        complex_input = x.dtype.kind == "c"
+        out = np.zeros(x.shape, dtype=x.dtype)
+        for m in range(x.size):
+            for unit in (1.0, 1j) if complex_input else (1.0,):
+                step = eps * max(1.0, abs(complex(x.flat[m])))
+                xp = [y.copy() for y in xs]
+                xm = [y.copy() for y in xs]
+                xp[k].flat[m] += unit * step
+                xm[k].flat[m] -= unit * step
+                out.flat[m] += unit * (scalar(xp) - scalar(xm)) / (2 * step)
+        result.append(out)
+    return result
+
+
+def _random_like(rng: np.random.Generator, shape: tuple, kind: str) -> np.ndarray:
+    real = rng.standard_normal(shape)
+    return real + 1j * rng.standard_normal(shape) if kind == "c" else real
+
+
+def _as_values(outs: tuple) -> list[np.ndarray]:
+    return [np.asarray(o.data if isinstance(o, Tensor) else o) for o in outs]
+
+
+def check_complex_rule_case(
+    rule: Rule, case: Case, index: int = 0, batch: int = 2, eps: float = 1e-6
+) -> RuleCheck:
+    """Check ``rule`` on a case with complex values, in torch's convention.
+
+    With ``L = sum(Re(conj(w) * out))`` for random (complex) weights ``w``,
+    ``grad(out, z, w)`` must be ``dL/dx + i dL/dy`` for every input ``z = x + iy``
+    (differences along both axes, so both Wirtinger derivatives are tested); forward
+    mode, pushed and by double backward, must give the derivative along a complex
+    direction; and the gradient of ``Re(conj(v) * grad)`` through ``create_graph``
+    must match differences of the first-order gradient, again along both axes.
+    """
+    name = f"{rule.name}[complex]"
+    rng = np.random.default_rng(_seed(name, index))
+    args, slots, kwargs = materialize_case(case, rng)
+    f = _build_function(rule, case, args, slots, kwargs, kinds="fc")
+    x0 = [np.array(s[2]) for s in slots]
+    if not x0:
+        return RuleCheck(name, index, ["the case differentiates no argument"])
+    ref = _as_values(f(*x0))
+    if not ref:
+        return RuleCheck(name, index, ["the rule returned no floating-point output"])
+    weights = [_random_like(rng, r.shape, r.dtype.kind) for r in ref]
+
+    def scalar(xs: Sequence[np.ndarray]) -> float:
+        outs = _as_values(f(*xs))
+        return float(sum(np.sum(np.real(np.conj(w) * o)) for w, o in zip(weights, outs)))
+
+    def leaves(xs: Sequence[np.ndarray]) -> list[Tensor]:
+        return [tensor(x, requires_grad=True) for x in xs]
+
+    def first_grad(xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        ins = leaves(xs)
+        return [g.data for g in _grads(f(*ins), ins, grad_outputs=weights)]
+
+    failures: list[str] = []
+    got = first_grad(x0)
+    for k, (g, want) in enumerate(zip(got, _wirtinger_fd(scalar, x0, eps))):
+        if g.dtype.kind != want.dtype.kind:
+            failures.append(f"first order, input {k}: dtype {g.dtype}, expected {want.dtype}")
+        elif not _close(g, want, case.atol, case.rtol):
+            failures.append(f"first order, input {k}: {_describe(g, want)}")
+    # A batch of cotangents in one pass equals a loop.
+    batch_weights = [_random_like(rng, (batch,) + r.shape, r.dtype.kind) for r in ref]
+    inputs = leaves(x0)
+    failures += _batch_mismatches("first order", f(*inputs), inputs, batch_weights, 1e-10)
+    if failures:
+        return RuleCheck(name, index, failures)
+
+    # Forward mode along a complex direction (real for real inputs).
+    direction = [_random_like(rng, x.shape, x.dtype.kind) for x in x0]
+    h = 1e-6 * max(1.0, max(float(np.max(np.abs(x))) if x.size else 0.0 for x in x0))
+    plus = _as_values(f(*[x + h * v for x, v in zip(x0, direction)]))
+    minus = _as_values(f(*[x - h * v for x, v in zip(x0, direction)]))
+    inputs = leaves(x0)
+    pushed = jvp(f(*inputs), inputs, direction)
+    inputs = leaves(x0)
+    tricked = double_backward_jvp(f(*inputs), inputs, direction)
+    for k, (p, m) in enumerate(zip(plus, minus)):
+        want = (p - m) / (2 * h)
+        for what, got_k in (("tangent rules", pushed[k]), ("double backward", tricked[k])):
+            if not _close(got_k, want, case.atol, case.rtol):
+                failures.append(f"forward mode ({what}), output {k}: {_describe(got_k, want)}")
+    if case.order < 2 or failures:
+        return RuleCheck(name, index, failures)
+
+    # Second order: the gradient of Re(conj(v) * grad) through the recorded backward.
+    inputs = leaves(x0)
+    gs = _grads(f(*inputs), inputs, grad_outputs=weights, create_graph=True)
+    vs = [_random_like(rng, x.shape, x.dtype.kind) for x in x0]
+    live = [(g, v) for g, v in zip(gs, vs) if g.requires_grad]
+    if live:
+        hv_t = _grads([g for g, _ in live], inputs, grad_outputs=[v for _, v in live])
+        hv = [t.data for t in hv_t]
+    else:
+        hv = [np.zeros_like(x) for x in x0]
+
+    def second(xs: Sequence[np.ndarray]) -> float:
+        return float(sum(np.sum(np.real(np.conj(v) * g)) for v, g in zip(vs, first_grad(xs))))
+
+    for k, (got_k, want) in enumerate(zip(hv, _wirtinger_fd(second, x0, 1e-5))):
+        if not _close(got_k, want, max(case.atol, 1e-5), max(case.rtol, 1e-4)):
+            failures.append(f"second order, input {k}: {_describe(got_k, want)}")
+    return RuleCheck(name, index, failures)

@@ -47,7 +47,6 @@ class TestConstruction:
             (object(), TypeError),
             ([1, "a"], TypeError),
             ([[1, 2], [3]], ValueError),
-            ([1.0 + 2j], TypeError),
         ],
     )
     def test_garbage_is_refused_with_a_clear_error(self, garbage, kind) -> None:

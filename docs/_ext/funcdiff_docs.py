@@ -56,6 +56,7 @@ class RuleRow:
     differentiable: bool
     convention: str
     internal: bool
+    complex: bool = False
 
 
 def _public_module(obj: Any) -> str | None:
@@ -141,6 +142,7 @@ def rule_rows() -> list[RuleRow]:
                 differentiable=bool(rule.differentiable),
                 convention=" ".join(rule.convention.split()),
                 internal=not public,
+                complex=bool(rule.complex),
             )
         )
     return rows
@@ -205,6 +207,8 @@ def _table(rows: list[RuleRow]) -> list[str]:
     ]
     for r in rows:
         kind = "any order" if r.differentiable else "constant"
+        if r.complex:
+            kind += "; complex"
         lines += [
             f"   * - {_call_cell(r.calls)}",
             f"     - {kind}",

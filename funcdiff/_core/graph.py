@@ -261,6 +261,9 @@ def raise_modified(node: Node, label: Any, current: int | None, saved: int | Non
 def fit_cotangent(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
     """Sum a cotangent back to ``batch + shape`` (unbroadcast) and cast it to ``dtype``.
 
+    A complex cotangent of a real value keeps its real part, which is what makes real
+    inputs of complex computations get real gradients.
+
     ``meta`` is a node's ``(shape, dtype)`` record of the value ``g`` belongs to. Rules
     may return anything that broadcasts to it; the engine and forward mode fit it here.
 
@@ -272,7 +275,9 @@ def fit_cotangent(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
     """
     shape, dtype = meta
     if not hasattr(g, "shape"):
-        g = np.asarray(g, dtype=dtype)
+        g = np.asarray(g)
+        if g.dtype == dtype or g.dtype.kind != "c":
+            g = g.astype(dtype, copy=False)
     target = batch_shape + shape
     gshape = g.shape
     if gshape != target:
@@ -288,5 +293,11 @@ def fit_cotangent(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
         if g.shape != target:
             g = np.broadcast_to(g, target)
     if g.dtype != dtype:
+        if g.dtype.kind == "c" and dtype.kind != "c":
+            # A real value's cotangent is the real part: dL/dx of the complex one's
+            # dL/dx + i dL/dy (the imaginary direction does not exist for it).
+            g = np.real(g)
+            if g.dtype == dtype:
+                return g
         g = g.astype(dtype)
     return g

@@ -24,6 +24,22 @@ Conventions every vjp follows
 * Multi-output rules receive ``g`` and ``ans`` as tuples; a missing output cotangent
   arrives as zeros.
 
+Complex values
+--------------
+A rule is run on complex values only when it says so (``complex=True``); any other
+rule refuses them at record time. Inside a backward pass the cotangent of a complex
+value ``z = x + iy`` is ``dL/dx - i dL/dy`` (twice the Wirtinger derivative
+``dL/dz``), the conjugate of the public ``z.grad``; the engine conjugates where
+cotangents enter and leave. In that form:
+
+* the vjp of a holomorphic function is the plain transpose of its derivative,
+  ``g * f'(z)``, ``g @ B.T``: the formulas written for real values hold unchanged;
+* a function of ``z`` and ``conj(z)`` (``w = f(z, z̄)``) has the vjp
+  ``g * dw/dz + conj(g) * conj(dw/dz̄)``: ``conj(g)`` for ``conj``, ``-1j * g`` for
+  ``imag``; such rules give their own complex vjps (``complex_vjps``);
+* the cotangent of a real argument is the real part of the complex one (the engine
+  takes it), so real inputs of complex computations get real gradients.
+
 Each rule carries test cases (:class:`Case`): the test suite checks every registered
 rule against finite differences at first and second order, batched and unbatched, so
 adding an op means adding one entry and nothing else.
@@ -69,7 +85,12 @@ class Arg:
         ``"uniform"``; ``"spd"`` (symmetric positive definite, last two axes);
         ``"wellcond"`` (a well-conditioned square matrix); ``"int"`` (integers in
         ``[low, high)``, never differentiated); ``"bool"``; ``"distinct"`` (values
-        that are well separated, for sorting and max/min).
+        that are well separated, for sorting and max/min); and complex128 values:
+        ``"complex"`` (real part in ``[low, high]``, imaginary part within
+        ``min(1, (high - low) / 2)`` of 0, off the real axis's branch cuts),
+        ``"hpd"`` (Hermitian positive definite), ``"cwellcond"`` (a well-conditioned
+        complex square matrix); ``"real"`` is ``"uniform"`` for an argument that stays
+        real in the complex tests (the input of ``rfft``).
     diff : bool
         Whether the tests differentiate with respect to this argument.
     """
@@ -82,7 +103,7 @@ class Arg:
 
     def sample(self, rng: np.random.Generator) -> np.ndarray:
         shape = tuple(self.shape)
-        if self.kind == "uniform":
+        if self.kind in ("uniform", "real"):
             return np.asarray(rng.uniform(self.low, self.high, size=shape))
         if self.kind == "int":
             return rng.integers(int(self.low), int(self.high), size=shape)
@@ -98,7 +119,28 @@ class Arg:
             if self.kind == "spd":
                 return a @ np.swapaxes(a, -1, -2) / n + np.eye(n)
             return a / n + 2.0 * np.eye(n)
+        if self.kind == "complex":
+            width = min(1.0, (self.high - self.low) / 2.0)
+            real = rng.uniform(self.low, self.high, size=shape)
+            return real + 1j * rng.uniform(-width, width, size=shape)
+        if self.kind in ("hpd", "cwellcond"):
+            n = shape[-1]
+            a = rng.uniform(-1.0, 1.0, size=shape) + 1j * rng.uniform(-1.0, 1.0, size=shape)
+            if self.kind == "hpd":
+                return a @ np.conj(np.swapaxes(a, -1, -2)) / n + np.eye(n)
+            return a / n + 2.0 * np.eye(n)
         raise ValueError(f"unknown Arg kind {self.kind!r}")
+
+    def complexified(self) -> Arg:
+        """The complex counterpart of a real kind (``"uniform"`` -> ``"complex"``,
+        ``"spd"`` -> ``"hpd"``, ``"wellcond"`` -> ``"cwellcond"``); others as they are."""
+        kind = _COMPLEX_KINDS.get(self.kind) if self.diff else None
+        if kind is None:
+            return self
+        return Arg(self.shape, self.low, self.high, kind, self.diff)
+
+
+_COMPLEX_KINDS = {"uniform": "complex", "spd": "hpd", "wellcond": "cwellcond"}
 
 
 @dataclass(frozen=True)
@@ -219,6 +261,18 @@ class Rule:
         True when, beyond shapes, the vjps look at the memory layout of the arguments
         (``reshape(order="A")``). A rule that uses neither values nor layout keeps
         stand-ins of large arguments, not the arrays (``shapes_only``).
+    complex : bool
+        True when the rule accepts complex values, with the conventions of this
+        module's docstring: its vjps (and jvps) hold for complex arguments and
+        outputs as written, except those replaced by ``complex_vjps``. False: a
+        complex value that would be recorded is refused with a TypeError.
+    complex_vjps : mapping
+        ``{argument: vjp}`` used instead of ``vjps`` when an argument or the output
+        is complex (functions of ``conj(z)``, like ``abs`` or ``eigh``); the key
+        ``ALL`` replaces ``vjp_all``. Forward mode transposes these vjps.
+    complex_cases : tuple of Case
+        Test points with complex arguments (``Arg(kind="complex")``), on top of the
+        complex versions of ``cases`` that the tests derive.
     arg_names : tuple of str
         The names of the positional arguments, for error messages: a Tensor that
         requires grad where there is no derivative is refused by name ("gammainc is
@@ -245,9 +299,13 @@ class Rule:
     family: str = ""
     diagonal: bool = False
     arg_names: tuple[str, ...] = ()
+    complex: bool = False
+    complex_vjps: Mapping[int | str, Callable] = field(default_factory=dict)
+    complex_cases: tuple[Case, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_reads", None)
+        object.__setattr__(self, "_complex_rule", None)
         object.__setattr__(self, "_checked_cache", {})
         object.__setattr__(self, "_mentions_cache", {})
         object.__setattr__(self, "_tangent_cache", {})
@@ -328,6 +386,50 @@ class Rule:
             found = tuple(maps[k] for k in keys) if all(k in maps for k in keys) else None
             cached = self._tangent_cache[keys] = (found, pad)
         return cached
+
+    @property
+    def complex_rule(self) -> Rule | None:
+        """The rule to record where a value is complex: None when the rule refuses
+        complex values, itself when its vjps hold as written, else a copy with
+        ``complex_vjps`` in place of the vjps they replace."""
+        if not self.complex:
+            return None
+        if not self.complex_vjps:
+            return self
+        if self._complex_rule is None:
+            vjps = {**self.vjps, **{k: v for k, v in self.complex_vjps.items() if k != ALL}}
+            jvps = {k: v for k, v in self.jvps.items() if k not in self.complex_vjps}
+            twin = Rule(
+                self.name,
+                self.fn,
+                vjps=vjps,
+                jvps=jvps,
+                vjp_all=self.complex_vjps.get(ALL, self.vjp_all),
+                nondiff_args=self.nondiff_args,
+                differentiable=self.differentiable,
+                convention=self.convention,
+                uses_values=self.uses_values,
+                uses_layout=self.uses_layout,
+                family=self.family,
+                # A replaced vjp may not be a tangent map (abs: the tangent is the real
+                # part of g * conj(sign z)): forward mode transposes it instead.
+                diagonal=self.diagonal and not self.complex_vjps,
+                arg_names=self.arg_names,
+                complex=True,
+            )
+            object.__setattr__(self, "_complex_rule", twin)
+        return self._complex_rule
+
+    def allow_complex(
+        self, vjps: Mapping[int | str, Callable] | None = None, cases: tuple[Case, ...] = ()
+    ) -> Rule:
+        """Declare, after the rule's definition, that it accepts complex values
+        (``complex=True``), with ``vjps`` as ``complex_vjps`` and extra ``cases``."""
+        object.__setattr__(self, "complex", True)
+        object.__setattr__(self, "complex_vjps", dict(vjps or {}))
+        object.__setattr__(self, "complex_cases", tuple(self.complex_cases) + tuple(cases))
+        object.__setattr__(self, "_complex_rule", None)
+        return self
 
     def reads_argument(self, key: Any) -> bool:
         """Whether any vjp may read the value of argument ``key``."""

@@ -23,8 +23,8 @@ from funcdiff._core.graph import AccumulateGrad, Node
 
 __all__ = ["Tensor", "tensor", "as_tensor", "wrap", "RemovableHandle", "values_read"]
 
-_DIFFERENTIABLE_KINDS = "f"
-_NUMERIC_KINDS = "biuf"
+_DIFFERENTIABLE_KINDS = "fc"
+_NUMERIC_KINDS = "biufc"
 
 
 def _type_name(obj: Any) -> str:
@@ -48,10 +48,9 @@ def _as_data(data: Any, dtype: Any = None, copy: bool = True) -> np.ndarray:
             f"{_type_name(data)} into a rectangular array of numbers: {exc}"
         ) from None
     if arr.dtype.kind not in _NUMERIC_KINDS:
-        what = "complex numbers" if arr.dtype.kind == "c" else f"dtype {arr.dtype}"
         raise TypeError(
-            "tensor() expects real numbers (bool, integer or floating point), "
-            f"got {_type_name(data)} holding {what}"
+            "tensor() expects numbers (bool, integer, floating point or complex), "
+            f"got {_type_name(data)} holding dtype {arr.dtype}"
         )
     return arr
 
@@ -59,7 +58,7 @@ def _as_data(data: Any, dtype: Any = None, copy: bool = True) -> np.ndarray:
 def _check_can_require_grad(dtype: np.dtype) -> None:
     if dtype.kind not in _DIFFERENTIABLE_KINDS:
         raise RuntimeError(
-            "only Tensors of floating point dtype can require gradients "
+            "only Tensors of floating point and complex dtype can require gradients "
             f"(this one has dtype {dtype})"
         )
 
@@ -671,11 +670,13 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     ----------
     data : array_like
         A number, a (nested) list of numbers, an ndarray or a Tensor. Python floats
-        become float64 and Python ints int64; arrays keep their dtype.
+        become float64, Python ints int64 and Python complex numbers complex128;
+        arrays keep their dtype.
     dtype : dtype, optional
         Cast to this dtype.
     requires_grad : bool
-        Record operations on this tensor; only floating-point tensors may.
+        Record operations on this tensor; only floating-point and complex tensors
+        may (see the "Complex numbers" page for the gradient convention).
 
     Returns
     -------
@@ -684,11 +685,11 @@ def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
     Raises
     ------
     TypeError
-        For strings, dicts, None, objects and complex numbers.
+        For strings, dicts, None and objects.
     ValueError
         For ragged nested lists.
     RuntimeError
-        For ``requires_grad=True`` on a non-floating dtype.
+        For ``requires_grad=True`` on a dtype that is neither floating nor complex.
 
     Examples
     --------

@@ -86,6 +86,12 @@ def _make_grads(
                     "grad can be implicitly created only for scalar outputs "
                     f"(output {i} has shape {out.shape}); pass a gradient of that shape"
                 )
+            if out.data.dtype.kind == "c":
+                raise RuntimeError(
+                    "grad can be implicitly created only for real scalar outputs but got "
+                    f"{out.data.dtype} (output {i}); pass the gradient of the real loss with "
+                    "respect to it, or differentiate a real function of it (.real, abs)"
+                )
             grads.append(np.ones_like(out.data))
             continue
         # Structured identity rows (vectorized Jacobians) pass as they are where they can
@@ -101,10 +107,17 @@ def _make_grads(
                 f"but got {type(g).__name__}"
             )
         values = g.data if isinstance(g, Tensor) else g if structured else np.asarray(g)
-        if values.dtype.kind not in "biuf":
-            # strings would fail deep in NumPy; complex would lose its imaginary part
-            raise TypeError(
-                f"grad_output[{i}] must hold real numbers, but its dtype is {values.dtype}"
+        kind = values.dtype.kind
+        if kind not in "biufc":
+            # strings and objects would fail deep in NumPy
+            raise TypeError(f"grad_output[{i}] must hold numbers, but its dtype is {values.dtype}")
+        out_complex = out.data.dtype.kind == "c"
+        if (kind == "c") != out_complex:
+            # a complex cotangent of a real output would lose its imaginary part
+            raise RuntimeError(
+                "For complex Tensors, both grad_output and output are required to have "
+                f"the same dtype. Mismatch in dtype: grad_output[{i}] has a dtype of "
+                f"{values.dtype} and output[{i}] has a dtype of {out.data.dtype}."
             )
         gshape = values.shape
         expected = out.shape
@@ -129,20 +142,40 @@ def _make_grads(
                 f"output[{i}] has a shape of {expected}."
             )
         if isinstance(g, Tensor):
-            if g.data.dtype.kind != "f":
+            if g.data.dtype.kind not in "fc":
                 g = wrap(g.data.astype(out.dtype), False, None, 0)
-            grads.append(g if create_graph else g.data)
+            if not create_graph:
+                g = g.data
+            grads.append(_conjugate(g) if out_complex else g)
         elif structured and g.dtype == out.dtype:
-            grads.append(g)
+            grads.append(BasisBatch(np.conj(g.d), g.offset, g.rows) if out_complex else g)
         else:
             arr = np.asarray(g)
             if arr.dtype != out.dtype:
                 arr = arr.astype(out.dtype)
-            grads.append(arr)
+            grads.append(np.conj(arr) if out_complex else arr)
     return grads, batch_shape or ()
 
 
+def _conjugate(g: Any) -> Any:
+    """The complex conjugate of a cotangent (recorded for a Tensor).
+
+    The engine carries ``conj(z.grad) = dL/dx - i dL/dy`` for a complex value ``z``:
+    in that form every holomorphic rule's vjp is the plain transpose of its derivative,
+    as for real values. The public gradient is its conjugate (torch's convention), so
+    the conjugation happens where cotangents enter and leave a pass.
+    """
+    return np.conjugate(g)
+
+
 def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
+    if g.dtype.kind == "c":
+        # Hooks see and return the public (conjugate) form of a complex gradient.
+        return _conjugate(_run_public_hooks(hooks, _conjugate(g), create_graph))
+    return _run_public_hooks(hooks, g, create_graph)
+
+
+def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
     for hook in list(hooks):
         arg = g if isinstance(g, Tensor) else wrap(g, False, None, 0)
         result = hook(arg)
@@ -153,7 +186,7 @@ def _run_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
             if (
                 not isinstance(data, (np.ndarray, np.generic, float, int))
                 or isinstance(data, bool)
-                or np.asarray(data).dtype.kind not in "biuf"
+                or np.asarray(data).dtype.kind not in "biufc"
             ):
                 raise TypeError(
                     f"hook {getattr(hook, '__name__', hook)!r} returned "
@@ -184,6 +217,8 @@ def _to_tensor(g: Any) -> Tensor:
 
 def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
     """``t.grad += g``: in place without create_graph, a recorded sum with it."""
+    if g.dtype.kind == "c":
+        g = _conjugate(g)  # the public form of a complex gradient
     if create_graph:
         g = _to_tensor(g)
         t._grad = g if t._grad is None else t._grad + g
@@ -621,5 +656,7 @@ def grad(
             else:
                 result.append(None)
             continue
+        if g.dtype.kind == "c":
+            g = _conjugate(g)  # the public form of a complex gradient
         result.append(_to_tensor(g))
     return tuple(result)

@@ -50,8 +50,12 @@ def transpose_vjp(
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):
             if t is None or not isinstance(c, Tensor) or not c._requires_grad:
                 continue
-            outputs.append(fit_cotangent(c, child.out_meta[nr], ()))
-            pushed.append(t)
+            c = fit_cotangent(c, child.out_meta[nr], ())
+            outputs.append(c)
+            # grad() conjugates a complex cotangent on the way in and its results on the
+            # way out (torch's convention); the transpose needs neither, so both
+            # conjugations are undone here.
+            pushed.append(np.conjugate(t) if c.dtype.kind == "c" else t)
         if not outputs:
             return [None] * len(dummies)
         result = grad(
@@ -64,6 +68,7 @@ def transpose_vjp(
         )
     finally:
         _state.grad_enabled = previous
+    result = [r if r is None or r.dtype.kind != "c" else np.conjugate(r) for r in result]
     return [r if r is None or create_graph else r.data for r in result]
 
 
@@ -187,10 +192,12 @@ def _fit_tangent(t: Any, meta: tuple, batch: tuple[int, ...]) -> Any:
     """Broadcast a tangent contribution to ``batch + shape`` and cast it to ``dtype``."""
     shape, dtype = meta
     if not hasattr(t, "shape"):
-        t = np.asarray(t, dtype=dtype)
+        t = np.asarray(t)
     target = batch + shape if batch else shape
     if t.shape != target:
         t = np.broadcast_to(t, target)
     if t.dtype != dtype:
+        if t.dtype.kind == "c" and dtype.kind != "c":
+            t = np.real(t)  # the tangent of a real value: the real part of a complex one
         t = t.astype(dtype)
     return t

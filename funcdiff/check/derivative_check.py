@@ -13,6 +13,7 @@ from funcdiff._core.tensor import tensor
 from funcdiff.autograd import enable_grad
 from funcdiff.check.analytical import ADJacobian, UserGradientTarget, UserHessian, UserJacobian
 from funcdiff.check.blocks import check_blocks
+from funcdiff.check.complex_values import any_complex, realify
 from funcdiff.check.consistency import forward_values_check, second_order_checks
 from funcdiff.check.precision import default_rtol, lowest_precision, machine_eps
 from funcdiff.check.report import ConsistencyCheck, DerivativeReport
@@ -53,7 +54,9 @@ def check_derivatives(
         A tuple holds one entry per positional argument; anything else is one argument.
         Numeric entries are differentiated (integers are promoted to float64); other
         objects are passed unchanged. If some entries are Tensors with
-        ``requires_grad=True``, only those are differentiated.
+        ``requires_grad=True``, only those are differentiated. A complex entry ``z`` is
+        checked as two real inputs, ``z.real`` and ``z.imag`` (the report counts them
+        so), and a complex result as its two parts: both Wirtinger derivatives.
     order : {1, 2}
         1 checks the Jacobian blocks. 2 also checks the Hessian blocks (the Jacobian of
         the AD gradient, by finite differences of the gradient; a vector output is first
@@ -157,6 +160,8 @@ def check_derivatives(
             "order=2 with jac= needs hess= too: the Hessian blocks compare a hand-written "
             "hess with finite differences of jac"
         )
+    if any_complex(inputs):
+        func, inputs, argnums = _realified(func, inputs, argnums, method, jac, hess)
     problem = Problem(func, inputs, argnums)
     rng = np.random.default_rng(seed)
     first = FirstOrderTarget(problem)
@@ -288,3 +293,22 @@ def check_derivatives(
         seconds=time.perf_counter() - start,
         fast_mode=fast_mode,
     )
+
+
+def _realified(func, inputs, argnums, method, jac, hess):
+    """A complex input ``z`` becomes two real ones, ``z.real`` and ``z.imag`` (the
+    report names their positions), and complex results their parts: the blocks then
+    hold both Wirtinger derivatives (see :mod:`funcdiff.check.complex_values`)."""
+    if jac is not None or hess is not None:
+        raise TypeError(
+            "check_derivatives compares a hand-written jac/hess of real inputs only; for a "
+            "complex input, differentiate with respect to its real and imaginary parts"
+        )
+    if method == "complex-step":
+        raise ValueError(
+            "method='complex-step' needs real inputs (it makes its own complex points); "
+            "use method='central' or 'richardson' for complex inputs"
+        )
+    if isinstance(argnums, int):
+        argnums = [argnums]
+    return realify(func, inputs, argnums)

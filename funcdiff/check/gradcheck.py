@@ -16,6 +16,7 @@ import numpy as np
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
+from funcdiff.check.complex_values import any_complex, realify, realify_cotangents, realify_outputs
 from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck_analytical import (
     backward_jacobian,
@@ -57,6 +58,11 @@ def gradcheck(
     uses central differences with the absolute step ``eps``; an element passes if
     ``|analytical - numerical| <= atol + rtol * |numerical|``. For relative steps,
     error estimates and a full report, use :func:`check_derivatives`.
+
+    Complex inputs and results are checked as the real function of their real and
+    imaginary parts, whose Jacobian holds both Wirtinger derivatives (as torch's
+    gradcheck checks them): an input ``z`` counts as two inputs ``z.real, z.imag`` in
+    the messages, a complex output as two outputs.
 
     Parameters
     ----------
@@ -130,6 +136,11 @@ def gradcheck(
         )
     if not eps > 0:
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    # Complex inputs and results: the realified function (both Wirtinger derivatives).
+    if any_complex(inputs):
+        func, inputs, _ = realify(func, inputs)
+    else:
+        func = _real_results(func)
     try:
         case = _record(func, inputs)
         if fast_mode:
@@ -154,6 +165,13 @@ def gradcheck(
             raise
         return False
     return True
+
+
+def _real_results(func: Callable) -> Callable:
+    def real(*args: Any) -> Any:
+        return realify_outputs(func(*args))
+
+    return real
 
 
 def _differentiable_positions(inputs: tuple, checker: str) -> list[int]:
@@ -258,6 +276,33 @@ def gradgradcheck(
     with enable_grad():
         outs = as_list(func(*tupled))
     diff_pos = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
+    if any_complex(tupled) or any_complex(outs):
+        # The realified function, with each complex v split like its output.
+        func_r, inputs_r, _ = realify(func, tupled)
+        gos_r = realify_cotangents([outs[k] for k in diff_pos], grad_outputs)
+        if isinstance(gos_r, tuple):
+            gos_r = tuple(
+                tensor(g, requires_grad=True) if isinstance(g, np.ndarray) else g for g in gos_r
+            )
+        elif isinstance(gos_r, np.ndarray):
+            gos_r = tensor(gos_r, requires_grad=True)
+        return gradgradcheck(
+            func_r,
+            inputs_r,
+            gos_r,
+            eps=eps,
+            atol=atol,
+            rtol=rtol,
+            raise_exception=raise_exception,
+            nondet_tol=nondet_tol,
+            check_undefined_grad=check_undefined_grad,
+            check_grad_dtypes=check_grad_dtypes,
+            check_batched_grad=check_batched_grad,
+            check_fwd_over_rev=check_fwd_over_rev,
+            check_rev_over_rev=check_rev_over_rev,
+            fast_mode=fast_mode,
+            seed=seed,
+        )
     if grad_outputs is None:
         rng = np.random.default_rng(seed)
         gos = tuple(

@@ -336,9 +336,9 @@ class SecondOrderTarget(Target):
         for i, o in enumerate(outs):
             if isinstance(o, Tensor) and o.requires_grad:
                 s = _scalarize(o, self.weights[i])
-                gs = grad(
-                    s, ins, create_graph=create_graph, retain_graph=create_graph, allow_unused=True
-                )
+                # Later outputs may share this graph (the parts of one complex result).
+                keep = create_graph or i < len(outs) - 1
+                gs = grad(s, ins, create_graph=create_graph, retain_graph=keep, allow_unused=True)
             else:
                 gs = (None,) * len(ins)
             for t, g in zip(ins, gs, strict=True):

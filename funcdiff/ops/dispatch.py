@@ -92,6 +92,8 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
     if kwargs is None:
         kwargs = _NO_KWARGS
     if rule.impl is not None:
+        if not rule.complex:
+            _refuse_complex_composite(rule, args, kwargs)
         return rule.impl(*args, **kwargs)
     # One pass finds the Tensors (one level into lists and tuples) and unwraps them.
     paths: list = []
@@ -120,10 +122,13 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
         data_kwargs = kwargs
     out = rule.fn(*data_args, **data_kwargs)
     result, outputs = _wrap_outputs(out, tensors)
-    if rule.differentiable and _state.grad_enabled:
+    if _state.grad_enabled:
         for t in tensors:
             if t._requires_grad:
-                _record(rule, args, kwargs, paths, tensors, out, outputs)
+                if rule.differentiable:
+                    _record(rule, args, kwargs, paths, tensors, out, outputs)
+                elif not rule.complex and any(o.data.dtype.kind == "c" for o in outputs):
+                    _complex_rule(rule)  # not piecewise constant on complex values
                 break
     tracer = _state.tracer
     if tracer is not None:
@@ -165,19 +170,22 @@ def _record(
         return
     multi = len(outputs) != 1 or not isinstance(out, _ARRAY_TYPES)
     has_float = False
+    has_complex = False
     for o in outputs:
         kind = o.data.dtype.kind
-        if kind == "c":
-            # A complex result would be a constant: every gradient through it silently lost.
-            raise TypeError(
-                f"{rule.name} produced a complex result from a Tensor that requires grad; "
-                "funcdiff differentiates real floating-point code only. Keep the "
-                "computation real (split real and imaginary parts), or detach() the input."
-            )
         if kind == "f":
             has_float = True
+        elif kind == "c":
+            has_float = has_complex = True
     if not has_float:
         return
+    if not has_complex:
+        for t in tensors:
+            if t.data.dtype.kind == "c":
+                has_complex = True
+                break
+    if has_complex:
+        rule = _complex_rule(rule)
     node = _new_object(RuleNode)
     node.rule = rule
     node.edges = tuple(edges)
@@ -222,7 +230,7 @@ def _record(
     node.modified = False
     if multi:
         for i, o in enumerate(outputs):
-            if o.data.dtype.kind == "f":
+            if o.data.dtype.kind in "fc":
                 o._requires_grad = True
                 o.grad_fn = node
                 o._output_nr = i
@@ -230,6 +238,30 @@ def _record(
         o = outputs[0]
         o._requires_grad = True
         o.grad_fn = node
+
+
+def _complex_rule(rule: Rule) -> Rule:
+    """The rule to record for a call with complex values, or a TypeError if it has none:
+    a rule written for real values would give wrong gradients, never a refusal."""
+    twin = rule.complex_rule
+    if twin is None:
+        public = _ufunc_name(rule.fn) if isinstance(rule.fn, np.ufunc) else rule.name
+        raise TypeError(
+            f"{public} has no complex derivative rule in funcdiff: it cannot be "
+            "differentiated with complex arguments or results (the functions that accept "
+            "complex values are listed on the supported-functions page). Differentiate "
+            "the real and imaginary parts separately (z.real, z.imag), or detach() the input."
+        )
+    return twin
+
+
+def _refuse_complex_composite(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """A composite rule written for real values, called with a complex Tensor that
+    requires grad, is refused like a recorded one."""
+    tensors = _scan(args, kwargs)[1]
+    if _state.grad_enabled and any(t._requires_grad for t in tensors):
+        if any(t.data.dtype.kind == "c" for t in tensors):
+            _complex_rule(rule)
 
 
 #: Below this size an argument of a shapes-only rule is kept as it is: a stand-in would
@@ -388,11 +420,15 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         if not isinstance(out, np.generic):
             return call(rule, inputs)
         out = np.asarray(out)
-    if not mask or not _state.grad_enabled or not rule.differentiable:
+    if not mask or not _state.grad_enabled:
+        return wrap(out, False, None, 0)
+    if not rule.differentiable:
+        if out.dtype.kind == "c" and not rule.complex:
+            _complex_rule(rule)  # np.sign is not piecewise constant on complex values
         return wrap(out, False, None, 0)
     dtype = out.dtype
     if dtype is not _FLOAT64 and dtype.kind != "f":
-        # a complex result is refused by call(), with the reason
+        # a complex result is recorded by call(), which picks the complex rule
         return call(rule, inputs) if dtype.kind == "c" else wrap(out, False, None, 0)
     plan = rule._positional_plans.get(nargs << 8 | mask)
     if plan is None:

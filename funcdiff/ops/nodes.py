@@ -238,7 +238,7 @@ class RuleNode(_SavedNode):
         # this very node, so derivatives of rules that read ``ans`` flow through it.
         if self.multi:
             return tuple(
-                wrap(a, a.dtype.kind == "f", self if a.dtype.kind == "f" else None, i)
+                wrap(a, a.dtype.kind in "fc", self if a.dtype.kind in "fc" else None, i)
                 for i, a in enumerate(self.ans)
             )
         return wrap(self.ans, True, self, 0)

@@ -10,10 +10,13 @@ from funcdiff._core.registry import (
     all_rules,
 )
 from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
+    complex_linalg,
+    complex_support,
     constants,
     contractions,
     eigen,
     elementwise,
+    fft,
     indexing,
     linalg,
     norms,

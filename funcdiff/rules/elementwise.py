@@ -284,9 +284,25 @@ binary(
 )
 unary(np.negative, lambda g, ans, x: -g)
 unary(np.positive, lambda g, ans, x: g)
-unary(np.conjugate, lambda g, ans, x: g, convention="identity on real Tensors")
-_abs_convention = "abs'(0) = 0"
-unary(np.absolute, lambda g, ans, x: g * np.sign(x), convention=_abs_convention)
+unary(
+    np.conjugate,
+    lambda g, ans, x: g,
+    convention="identity on real Tensors; the cotangent's conjugate on complex ones",
+)
+_abs_convention = "abs'(0) = 0; on complex values the gradient is z/|z| (0 at 0)"
+
+
+def _abs_vjp(g, ans, x):
+    if x.dtype.kind == "c":
+        # |z| is a function of z and conj(z): the cotangent g conj(z)/|z|, 0 at 0.
+        # Written with conj(z)/|z| rather than sign(z), a constant, so that it is
+        # differentiable again.
+        nonzero = ans != 0
+        return g * np.conjugate(x) / np.where(nonzero, ans, 1.0)
+    return g * np.sign(x)
+
+
+unary(np.absolute, _abs_vjp, convention=_abs_convention)
 unary(np.fabs, lambda g, ans, x: g * np.sign(x), convention=_abs_convention)
 unary(np.square, lambda g, ans, x: 2.0 * g * x)
 unary(np.reciprocal, lambda g, ans, x: -g * ans * ans, low=0.5, high=2.0)
@@ -547,8 +563,45 @@ register(
     np.real,
 )
 register(
-    Rule("imag", lambda val: np.array(np.imag(val)), differentiable=False, family="elementwise"),
+    Rule(
+        "imag",
+        lambda val: np.array(np.imag(val)),
+        # Im z = (z - conj z) / 2i: the cotangent -i g, whose real part (a real
+        # input's share) is 0.
+        vjps={0: lambda g, ans, val: -1j * g},
+        cases=(Case((Arg((2, 3)),)), Case((Arg(()),))),
+        convention="zero gradient on real Tensors; i times the gradient on complex ones",
+        family="elementwise",
+        diagonal=True,
+    ),
     np.imag,
+)
+
+
+def _angle_vjp(g, ans, z, deg=False):
+    # d angle = Im(conj(z) dz) / |z|**2, so the cotangent is -i g conj(z) / |z|**2
+    # (0 at 0); for a real z its real part, the gradient, is 0.
+    r2 = np.real(z * np.conjugate(z))
+    scale = -180j / np.pi if deg else -1j
+    return scale * g * np.conjugate(z) / np.where(r2 == 0, 1.0, r2)
+
+
+def _angle(z, deg=False):
+    return np.asarray(np.angle(z, deg=deg))
+
+
+register(
+    Rule(
+        "angle",
+        _angle,
+        vjps={0: _angle_vjp},
+        nondiff_args=frozenset({1, "deg"}),
+        cases=(Case((Arg((2, 3), 0.2, 2.0),)), Case((Arg((3,), 0.2, 2.0),), {"deg": True})),
+        convention="zero gradient on real Tensors (piecewise constant) and at 0",
+        family="elementwise",
+        diagonal=True,
+    ),
+    np.angle,
 )
 
 
@@ -616,7 +669,6 @@ for _fn in (
     np.fix,
     np.isposinf,
     np.isneginf,
-    np.angle,
 ):
     constant(_fn)
 

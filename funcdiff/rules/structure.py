@@ -105,8 +105,13 @@ _CONTRACT = (
 _DENSE = (
     "linalg.inv linalg.solve linalg.det linalg.slogdet linalg.cholesky linalg.svd "
     "linalg.svdvals linalg.qr linalg.pinv linalg.lstsq linalg.eigh linalg.eigvalsh "
+    "linalg.eig linalg.eigvals "
     "scipy.linalg.solve_triangular scipy.linalg.cho_factor scipy.linalg.cho_solve "
     "scipy.linalg.expm scipy.linalg.solve scipy.linalg.inv scipy.linalg.det scipy.linalg.eigh"
+).split()
+_FFT = (
+    "fft.fft fft.ifft fft.rfft fft.irfft fft.hfft fft.ihfft fft.fftn fft.ifftn fft.fft2 "
+    "fft.ifft2 fft.rfftn fft.irfftn fft.rfft2 fft.irfft2"
 ).split()
 
 #: Rule name -> declared structure, for every differentiable rule that is not plainly
@@ -147,6 +152,10 @@ STRUCTURE: dict[str, Structure] = {
     "bincount": Structure("bincount", "linear"),
     "full_like": Structure("full_like", "linear"),
     **{name: Structure("dense", "nonlinear") for name in _DENSE},
+    **{name: Structure("dense", "linear") for name in _FFT},
+    # Zero derivatives on real values, elementwise ones on complex values.
+    "imag": Structure("dense", "linear"),
+    "angle": Structure("dense", "nonlinear"),
 }
 
 _ELEMENTWISE = Structure("elementwise", "nonlinear")

@@ -434,9 +434,11 @@ def _probe(xt: Tensor, out: Tensor, jac: sp.csr_array) -> None:
     direct = np.zeros(out.data.size) if t is None else np.ravel(t)
     via = jac @ w.ravel()
     scale = np.abs(jac).multiply(np.abs(w.ravel())).sum(axis=1) + np.abs(direct)
-    # Round-off where terms cancel (x / x): a floor at the scale of the function's
-    # values over its inputs'; a missed entry errs by the size of a Jacobian entry.
-    floor = (
+    # Round-off where terms cancel (x / x) or where an exact zero is the sum of large
+    # terms (an FFT mixes every element into every row): floors at the scale of the
+    # largest row and of the function's values over its inputs'; a missed entry errs by
+    # the size of a Jacobian entry.
+    floor = 1e-13 * float(np.max(scale, initial=0.0)) + (
         1e-12
         * float(np.max(np.abs(out.data), initial=0.0))
         / (1.0 + float(np.max(np.abs(xt.data), initial=0.0)))

@@ -1,0 +1,408 @@
+"""Complex vjps of the linear-algebra rules, and ``numpy.linalg.eig``/``eigvals``.
+
+Inside a backward pass the cotangent of a complex value is ``dL/dx - i dL/dy``, the
+conjugate of torch's gradient (see :mod:`funcdiff._core.registry`). The decompositions
+below are not holomorphic (they conjugate: ``A = U S V^H``, ``A = L L^H``, unit-norm
+eigenvectors), so each vjp conjugates its cotangents into torch's form, applies the
+formula with conjugate transposes, and conjugates the result back. Every step is a
+recorded call, so each vjp is differentiable again.
+
+Eigenvectors and singular vectors of complex matrices are defined up to a phase
+``e^(i phi)`` per vector. A loss that depends on those phases has no gradient; as torch
+does, the vjps refuse it (``RuntimeError``) instead of returning one choice of it.
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> a = fd.tensor([[2.0, 1.0j], [0.5, 1.0 + 1.0j]], requires_grad=True)
+>>> np.real(np.sum(np.linalg.eigvals(a))).backward()  # the trace's real part
+>>> np.round(a.grad.numpy(), 12)
+array([[1.+0.j, 0.+0.j],
+       [0.+0.j, 1.+0.j]])
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.tensor import Tensor
+from funcdiff.rules.contractions import _mT
+from funcdiff.rules.linalg import (
+    _DEGENERATE,
+    _det_gradient,
+    _diag_embed,
+    _is_zero,
+    _safe_inverse_gaps,
+    _safe_reciprocal,
+    _value,
+)
+
+__all__ = ["COMPLEX_LINALG_CASES", "COMPLEX_LINALG_VJPS"]
+
+
+def _mH(a):
+    return np.conjugate(_mT(a))
+
+
+def _diagonal(a):
+    return np.diagonal(a, axis1=-2, axis2=-1)
+
+
+def _refuse_phase_dependence(imag_diag, scale, what: str) -> None:
+    """Raise when a loss depends on the phases of complex eigen/singular vectors:
+    ``imag_diag`` (the imaginary diagonal of ``V^H gV``) must vanish then."""
+    size = np.abs(_value(imag_diag))
+    if size.size and np.max(size) > 1e-6 * (float(np.max(np.abs(_value(scale)))) + 1e-300):
+        raise RuntimeError(
+            f"{what}: the vectors of a complex matrix are defined up to a phase e^(i phi) "
+            "each, and this loss depends on those phases, so its gradient is undefined "
+            "(torch refuses it too). Make the loss invariant to them (abs of the entries, "
+            "V diag(f(w)) V^H, ...)."
+        )
+
+
+# ----------------------------------------------------------------------------- slogdet
+def _slogdet_vjp(g, ans, a):
+    # log det = log|det| + i arg: logabsdet is its real part, sign = exp(i Im log det).
+    # The cotangent of log det is then g_logabsdet + i Im(sign * g_sign).
+    g_sign, g_log = g
+    scale = g_log + 1j * np.imag(ans[0] * g_sign) if not _is_zero(g_sign) else g_log + 0j
+    return _det_gradient(a, scale)
+
+
+# ----------------------------------------------------------------------------- cholesky
+def _cholesky_vjp(g, ans, a, upper=False):
+    # upper: U = L^H, so the cotangent of L is that of U conjugate-transposed.
+    low, g_low = (_mH(ans), _mH(g)) if upper else (ans, g)
+    n = np.shape(low)[-1]
+    phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+    p = np.matmul(_mH(low), np.conjugate(g_low)) * phi  # torch's form from here
+    inv = np.linalg.inv(low)
+    s = np.matmul(np.matmul(_mH(inv), p), inv)
+    return np.conjugate((s + _mH(s)) * 0.5)
+
+
+# ----------------------------------------------------------------------------- svd
+def _svd_core(u, s, vh, gu, gs, gvh):
+    """torch's gradient of ``A = U diag(s) Vh`` (reduced) for torch-form cotangents."""
+    m, n, k = np.shape(u)[-2], np.shape(vh)[-1], np.shape(s)[-1]
+    v = _mH(vh)
+    gv = None if gvh is None else _mH(gvh)
+    inner = _diag_embed(np.zeros(np.shape(s)) if gs is None else gs) + 0j
+    extra = 0.0
+    if gu is not None or gv is not None:
+        f = _safe_inverse_gaps(s, squared=True)
+        sinv = _safe_reciprocal(s)
+        ju = None if gu is None else np.matmul(_mH(u), gu)
+        jv = None if gv is None else np.matmul(_mH(v), gv)
+        phase = 0.0
+        if ju is not None:
+            inner = inner + f * (ju - _mH(ju)) * np.expand_dims(s, -2)
+            phase = phase + np.imag(_diagonal(ju))
+        if jv is not None:
+            inner = inner + np.expand_dims(s, -1) * (f * (jv - _mH(jv)))
+            phase = phase - np.imag(_diagonal(jv))
+        if ju is not None and jv is not None:
+            both = np.imag(_diagonal(ju)) + np.imag(_diagonal(jv))
+            _refuse_phase_dependence(both, np.abs(ju) + np.abs(jv), "svd")
+        elif ju is not None:
+            _refuse_phase_dependence(np.imag(_diagonal(ju)), np.abs(ju), "svd")
+        else:
+            _refuse_phase_dependence(np.imag(_diagonal(jv)), np.abs(jv), "svd")
+        # The phase of u_k against v_k: half from each side, by the invariance above.
+        inner = inner + _diag_embed(0.5j * phase * sinv)
+        if gu is not None and m > k:
+            ortho = gu - np.matmul(u, ju)
+            extra = extra + np.matmul(ortho * np.expand_dims(sinv, -2), vh)
+        if gv is not None and n > k:
+            ortho = gv - np.matmul(v, jv)
+            extra = extra + np.matmul(u * np.expand_dims(sinv, -2), _mH(ortho))
+    return np.matmul(np.matmul(u, inner), vh) + extra
+
+
+def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        raise NotImplementedError(
+            "the gradient of svd(..., hermitian=True) of a complex matrix is not "
+            "implemented; use hermitian=False (the same factors up to phases)"
+        )
+    if not compute_uv:
+        u, _, vh = np.linalg.svd(a, full_matrices=False)
+        return np.conjugate(np.matmul(u * np.expand_dims(g, -2), vh))
+    u, s, vh = ans
+    gu, gs, gvh = (None if _is_zero(x) else x for x in g)
+    shape = np.shape(a)
+    m, n = shape[-2], shape[-1]
+    k = min(m, n)
+    if full_matrices and m != n:
+        spare = (gu[..., :, k:] if gu is not None else None) if m > n else None
+        if m < n and gvh is not None:
+            spare = gvh[..., k:, :]
+        if spare is not None and np.any(_value(spare)):
+            raise NotImplementedError(
+                "the gradient of svd(..., full_matrices=True) of a non-square matrix is "
+                "undefined for the singular vectors beyond min(M, N) (any orthonormal "
+                "completion is valid); use full_matrices=False"
+            )
+        if m > n:
+            u, gu = u[..., :, :k], None if gu is None else gu[..., :, :k]
+        else:
+            vh, gvh = vh[..., :k, :], None if gvh is None else gvh[..., :k, :]
+    conj = [None if x is None else np.conjugate(x) for x in (gu, gvh)]
+    return np.conjugate(_svd_core(u, s, vh, conj[0], gs, conj[1]))
+
+
+# ----------------------------------------------------------------------------- eigh
+def _hermitian_one_triangle(gamma, uplo):
+    """The gradient on the triangle NumPy reads, from the cotangent ``gamma`` of the
+    Hermitian matrix it stands for: ``a[i, j]`` is ``H[i, j]`` and ``conj(H[j, i])``;
+    the diagonal's imaginary part is not read."""
+    n = np.shape(gamma)[-1]
+    lower = str(uplo).upper() == "L"
+    strict = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
+    return (gamma + _mH(gamma)) * (strict + 0.5 * np.eye(n))
+
+
+def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
+    w, v = ans
+    gw, gv = g
+    inner = 0.0
+    if not _is_zero(gv):
+        p = np.matmul(_mT(v), gv)
+        _refuse_phase_dependence(np.imag(_diagonal(p)), p, "eigh")
+        inner = _safe_inverse_gaps(w) * (p - _mH(p)) * 0.5
+    if not _is_zero(gw) or np.ndim(inner) == 0:
+        inner = inner + _diag_embed(gw)
+    gamma = np.matmul(np.matmul(np.conjugate(v), inner), _mT(v))
+    return _hermitian_one_triangle(gamma, UPLO)
+
+
+def _eigvalsh_vjp(g, ans, a, UPLO="L"):  # noqa: N803
+    _, v = np.linalg.eigh(a, UPLO=UPLO)  # recomputed, so that higher orders see it
+    gamma = np.matmul(np.conjugate(v) * np.expand_dims(g, -2), _mT(v))
+    return _hermitian_one_triangle(gamma, UPLO)
+
+
+# ----------------------------------------------------------------------------- norms
+def _norm2_vjp(g, ans, x, axis, keepdims):
+    from funcdiff.rules.norms import _norm2_vjp as real
+
+    return real(g, ans, np.conjugate(x), axis, keepdims)
+
+
+def _pnorm_vjp(g, ans, x, p, axis, keepdims):
+    from funcdiff.rules.reductions import expand_reduced
+
+    # d|x|_p: conj(x_i) / |x_i| (|x_i| / |x|_p)^(p-1), in the ratio form of the real rule.
+    n = expand_reduced(ans, ans, x, axis, keepdims)
+    size = np.abs(x)
+    ok = (size != 0) & (n != 0)
+    ratio = np.where(ok, size, 1.0) / np.where(ok, n, 1.0)
+    phase = np.conjugate(x) / np.where(ok, size, 1.0)
+    ge = expand_reduced(g, ans, x, axis, keepdims)
+    return np.where(ok, ge * phase * ratio ** (float(p) - 1.0), 0.0)
+
+
+def _svnorm_vjp(g, ans, x, kind, axes, keepdims):
+    from funcdiff.rules.norms import _svnorm_vjp as real
+
+    # d s_i = Re(u_i^H dA v_i): torch's gradient u_i v_i^H, conjugated.
+    return np.conjugate(real(g, ans, x, kind, axes, keepdims))
+
+
+def _eigh_function(result):
+    w, v = result  # V diag(sin w) V^H: independent of the eigenvectors' phases
+    return np.matmul(v * np.sin(w)[..., None, :], _mH(v))
+
+
+def _svd_function(result):
+    u, s, vh = result  # U diag(sin s) Vh: the phases of u_k and v_k cancel
+    return np.matmul(u * np.sin(s)[..., None, :], vh)
+
+
+def _svd_moduli(result):
+    u, s, vh = result  # |U|^2 and |Vh|^2 entrywise: phase-free, one side at a time
+    return np.abs(u) ** 2, np.abs(vh) ** 2
+
+
+_C = "complex"
+#: Complex test points of the rules whose real cases map their outputs (gauges).
+COMPLEX_LINALG_CASES = {
+    "linalg.eigh": (
+        Case((Arg((3, 3), kind=_C),), output=_eigh_function),
+        Case((Arg((2, 3, 3), kind=_C),), {"UPLO": "U"}, output=_eigh_function),
+        Case((Arg((4, 4), kind=_C),), output=lambda r: r[0]),
+        Case((Arg((3, 3), kind=_C),), output=lambda r: np.abs(r[1]) ** 2),
+    ),
+    "linalg.svd": (
+        Case((Arg((3, 3), kind=_C),), output=_svd_function),
+        Case((Arg((4, 2), kind=_C),), {"full_matrices": False}, output=_svd_function),
+        Case((Arg((2, 3, 4), kind=_C),), {"full_matrices": False}, output=_svd_function),
+        Case((Arg((3, 2), kind=_C),), {"full_matrices": False}, output=_svd_moduli),
+        Case((Arg((2, 3), kind=_C),), {"full_matrices": False}, output=_svd_moduli),
+        Case((Arg((3, 3), kind=_C),), output=lambda r: r[1]),
+    ),
+}
+
+#: ``{rule name: {argument: complex vjp}}`` for :mod:`funcdiff.rules.complex_support`.
+COMPLEX_LINALG_VJPS = {
+    "linalg.slogdet": {0: _slogdet_vjp},
+    "linalg.cholesky": {0: _cholesky_vjp},
+    "linalg.svd": {0: _svd_vjp},
+    "linalg.svdvals": {0: lambda g, ans, x: _svd_vjp(g, ans, x, compute_uv=False)},
+    "linalg.eigh": {0: _eigh_vjp},
+    "linalg.eigvalsh": {0: _eigvalsh_vjp},
+    "norm2": {0: _norm2_vjp},
+    "pnorm": {0: _pnorm_vjp},
+    "svnorm": {0: _svnorm_vjp},
+}
+
+
+# ----------------------------------------------------------------------------- eig
+def _eig_core(w, v, gw, gv):
+    """The cotangent of ``A`` for cotangents ``gw``/``gv`` of ``A V = V diag(w)`` with
+    unit-norm columns (NumPy's normalisation), via torch's form."""
+    tw = None if gw is None else np.conjugate(gw)
+    inner = 0.0
+    vh = _mH(v)
+    if gv is not None:
+        vhgv = np.matmul(vh, np.conjugate(gv))
+        _refuse_phase_dependence(np.imag(_diagonal(vhgv)), vhgv, "eig")
+        # The unit norm of each column removes its real diagonal part.
+        unit = np.matmul(vh, v * np.expand_dims(np.real(_diagonal(vhgv)), -2))
+        inner = (vhgv - unit) * _safe_inverse_gaps(np.conjugate(w))
+    if tw is not None or np.ndim(inner) == 0:
+        inner = inner + _diag_embed(np.zeros(np.shape(w)) if tw is None else tw)
+    return np.conjugate(np.linalg.solve(vh, np.matmul(inner, vh)))
+
+
+def _eig_vjp(g, ans, a):
+    w, v = ans
+    gw, gv = (None if _is_zero(x) else x for x in g)
+    return _eig_core(w, v, gw, gv)
+
+
+def _eigvals_vjp(g, ans, a):
+    w, v = _eig(a)  # recomputed, so that higher orders see the vectors
+    if not np.allclose(_value(w), _value(ans), rtol=1e-10, atol=0.0):
+        raise RuntimeError(
+            "the gradient of numpy.linalg.eigvals needs the eigenvectors, and "
+            "numpy.linalg.eig returned the eigenvalues in another order; use eig"
+        )
+    return _eig_core(w, v, g, None)
+
+
+def _eig_function(result):
+    w, v = result  # V diag(sin w) V^-1 = sin(A): independent of the eigenvectors' scale
+    return np.matmul(v * np.sin(w)[..., None, :], np.linalg.inv(v))
+
+
+#: The named tuple NumPy's eig returns (``.eigenvalues``, ``.eigenvectors``).
+EigResult = type(np.linalg.eig(np.eye(1)))
+
+_EIG = (
+    "unit-norm eigenvectors (NumPy's); a loss that depends on their phases raises, as in "
+    "torch; " + _DEGENERATE + "; a real matrix gets a real gradient (the real part)"
+)
+
+
+def _complex(x):
+    return x.astype(np.result_type(x, np.complex64), copy=False)
+
+
+@dispatching
+def _eig(a):
+    """``numpy.linalg.eig`` with complex results always (a dtype that does not depend on
+    the values, as a primitive's must); the composite below makes them NumPy's."""
+    w, v = np.linalg.eig(a)
+    return _complex(w), _complex(v)
+
+
+@dispatching
+def _eigvals(a):
+    return _complex(np.linalg.eigvals(a))
+
+
+def _is_real(a, w) -> bool:
+    """NumPy's choice: real results for a real matrix whose eigenvalues are all real.
+    Computed with recorded calls, so a traced or prepared program (funcdiff.replay,
+    funcdiff.sparse) guards on it like on any branch."""
+    dtype = a.dtype if isinstance(a, Tensor) else np.result_type(a)
+    return dtype.kind != "c" and bool(np.all(np.imag(w) == 0))
+
+
+def _eig_composite(a):
+    w, v = _eig(a)
+    if _is_real(a, w):
+        w, v = np.real(w), np.real(v)
+    return EigResult(w, v)
+
+
+def _eigvals_composite(a):
+    w = _eigvals(a)
+    return np.real(w) if _is_real(a, w) else w
+
+
+_EIG_CASES = (
+    Case((Arg((3, 3)),), output=lambda r: r[0]),
+    Case((Arg((2, 3, 3)),), output=lambda r: r[0]),
+    Case((Arg((3, 3)),), output=_eig_function),
+    Case((Arg((3, 3), kind="complex"),), output=lambda r: r[0]),
+    Case((Arg((3, 3), kind="complex"),), output=_eig_function),
+    Case((Arg((1, 1), kind="complex"),), output=_eig_function),
+)
+_EIGVALS_CASES = (Case((Arg((3, 3)),)), Case((Arg((2, 3, 3)),)))
+register(
+    Rule(
+        "linalg.eig",
+        _eig.__wrapped__,
+        vjps={0: _eig_vjp},
+        cases=_EIG_CASES[:3],
+        complex_cases=_EIG_CASES[3:],
+        convention=_EIG,
+        family="linalg",
+        complex=True,
+    ),
+    _eig,
+)
+register(
+    Rule(
+        "linalg.eigvals",
+        _eigvals.__wrapped__,
+        vjps={0: _eigvals_vjp},
+        cases=_EIGVALS_CASES,
+        complex_cases=(Case((Arg((3, 3), kind="complex"),)),),
+        convention=_EIG,
+        family="linalg",
+        complex=True,
+    ),
+    _eigvals,
+)
+register(
+    Rule(
+        "eig",
+        np.linalg.eig,
+        impl=_eig_composite,
+        cases=_EIG_CASES[:1],
+        complex_cases=_EIG_CASES[3:4],
+        convention=_EIG,
+        family="linalg",
+        complex=True,
+    ),
+    np.linalg.eig,
+)
+register(
+    Rule(
+        "eigvals",
+        np.linalg.eigvals,
+        impl=_eigvals_composite,
+        cases=_EIGVALS_CASES[:1],
+        complex_cases=(Case((Arg((3, 3), kind="complex"),)),),
+        convention=_EIG,
+        family="linalg",
+        complex=True,
+    ),
+    np.linalg.eigvals,
+)
