@@ -84,6 +84,11 @@ _SPARSE_HESSIAN_METHODS = {"trust-constr", "newton-cg"}
 def _as_x(x: Any, name: str = "x") -> np.ndarray:
     if isinstance(x, Tensor):
         x = x.data
+    if np.iscomplexobj(x):
+        raise TypeError(
+            f"{name} must be real: scipy.optimize works on real vectors; optimise over the "
+            "real and imaginary parts (np.concatenate([z.real, z.imag]))"
+        )
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:

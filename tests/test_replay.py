@@ -309,3 +309,10 @@ def test_ufunc_out_argument_is_replayed_in_place() -> None:
         value, g = vg(x)
         assert value == pytest.approx(np.sum(x * np.tanh(x)), rel=1e-13)
         np.testing.assert_allclose(g, np.tanh(x) + x * (1 - np.tanh(x) ** 2), rtol=1e-12)
+
+
+def test_complex_inputs_replay_with_torchs_convention() -> None:
+    g = replay.grad(lambda z: np.sum(np.abs(z) ** 2))  # dL/dx + i dL/dy = 2 z
+    for z in (np.array([1 + 1j, 2.0]), np.array([0.5 - 1j, 1j]), np.array([3 + 0j, -1j])):
+        np.testing.assert_allclose(g(z), 2 * z, rtol=1e-14)
+    assert g.trace_count == 1

@@ -121,3 +121,8 @@ def test_optimize_root_sparse() -> None:
 def test_optimize_sparse_bad_input(call, match) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_optimize_refuses_complex_starting_points() -> None:
+    with pytest.raises(TypeError, match="x0 must be real"):
+        optimize.minimize(rosen, np.array([1j, 2.0]))

@@ -220,7 +220,7 @@ class Replayed:
                 arr = a.detach().data if isinstance(a, Tensor) else a
                 if i in diff:
                     arr = np.asarray(arr)
-                    if arr.dtype.kind != "f":
+                    if arr.dtype.kind not in "fc":  # complex inputs keep their dtype
                         arr = arr.astype(float)
                 positions.append(i)
                 arrays.append(arr)
@@ -310,9 +310,10 @@ class Replayed:
         moved = list(args)
         for i in positions:
             if i in diff:
-                a = np.asarray(args[i], dtype=float)
+                a = np.asarray(args[i])
+                a = a if a.dtype.kind in "fc" else a.astype(float)
                 step = 1e-3 * (np.abs(a) + 1.0) * rng.choice([-1.0, 1.0], size=a.shape)
-                moved[i] = (a + step).astype(np.asarray(args[i]).dtype, copy=False)
+                moved[i] = (a + step).astype(a.dtype, copy=False)
         moved = tuple(moved)
         _, arrays, _ = self._split(moved)
         try:

@@ -42,6 +42,12 @@ def as_point(x: Any, name: str = "x") -> np.ndarray:
     """``x`` as a float array (a copy), or a clear error."""
     if isinstance(x, Tensor):
         x = x.detach().data
+    if np.iscomplexobj(x):
+        raise TypeError(
+            f"{name} must be real: funcdiff.sparse builds real sparse matrices; pass the real "
+            "and imaginary parts of a complex vector as one real vector (np.concatenate([z.real, "
+            "z.imag])) and rebuild z inside the function"
+        )
     try:
         arr = np.array(x, dtype=float)
     except (TypeError, ValueError) as exc:
