@@ -207,6 +207,7 @@ def test_a_given_pattern_is_used_and_a_wrong_one_caught() -> None:
         (lambda: fs.prepare_jacobian(3, np.ones(3)), TypeError, "f must be callable"),
         (lambda: fs.jacobian(np.sin, "abc"), TypeError, "x must be an array"),
         (lambda: fs.jacobian(np.sin, np.array([1j, 2.0])), TypeError, "x must be real"),
+        (lambda: fs.jacobian(lambda x: np.exp(1j * x), np.ones(2)), TypeError, "real output"),
         (lambda: fs.hessian(np.sin, np.ones(3)), ValueError, "one output element"),
         (lambda: fs.prepare_jacobian(np.sin, np.ones(3))(np.ones(4)), ValueError, "shape"),
         (

@@ -83,6 +83,11 @@ def checked_pattern(sparsity: Any, shape: tuple[int, int]) -> sp.csr_array:
 
 def _output(value: Any, what: str) -> Tensor:
     if isinstance(value, Tensor):
+        if value.data.dtype.kind == "c":
+            raise TypeError(
+                f"{what} needs a real output, got {value.data.dtype}: return the real and "
+                "imaginary parts as one real array (np.concatenate([y.real, y.imag]))"
+            )
         return value
     if isinstance(value, (np.ndarray, np.generic, float, int)):
         return tensor(np.asarray(value, dtype=float))  # independent of x
