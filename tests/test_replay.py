@@ -9,6 +9,7 @@ import pytest
 
 import funcdiff as fd
 import funcdiff.replay as replay
+from funcdiff import functional
 from funcdiff.functional import hessian as eager_hessian
 from funcdiff.functional import jacobian as eager_jacobian
 from funcdiff.replay import ReplayError, ReplayGuardError
@@ -316,3 +317,20 @@ def test_complex_inputs_replay_with_torchs_convention() -> None:
     for z in (np.array([1 + 1j, 2.0]), np.array([0.5 - 1j, 1j]), np.array([3 + 0j, -1j])):
         np.testing.assert_allclose(g(z), 2 * z, rtol=1e-14)
     assert g.trace_count == 1
+
+
+def test_complex_jacobians_and_products_match_eager() -> None:
+    z = np.array([1 + 2j, 0.5 - 1j, 0.3 + 0.1j])
+    u = np.array([1 + 0j, 1j, 2 + 0j])
+
+    def tall(z):
+        return np.concatenate([z * z, np.exp(z), np.conj(z)])
+
+    J, vj, jv = replay.jacobian(tall), replay.vjp(lambda z: z * z), replay.jvp(lambda z: z * z)
+    for k in range(4):
+        zz = z + 0.1 * k
+        np.testing.assert_allclose(J(zz), eager_jacobian(tall, fd.tensor(zz), vectorize=True).data)
+        ev = functional.vjp(lambda z: z * z, fd.tensor(zz), fd.tensor(u))[1].data
+        np.testing.assert_allclose(vj(zz, u)[1], ev, rtol=1e-13)
+        ej = functional.jvp(lambda z: z * z, fd.tensor(zz), fd.tensor(u))[1].data
+        np.testing.assert_allclose(jv(zz, u)[1], ej, rtol=1e-13)

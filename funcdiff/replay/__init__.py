@@ -211,7 +211,8 @@ class Replayed:
                     f"a replayed {self.kind} is called with f's arguments and then the vector"
                 )
             vector = len(args) - 1
-            args = (*args[:-1], np.asarray(args[-1], dtype=float))
+            vec = np.asarray(args[-1])
+            args = (*args[:-1], vec if vec.dtype.kind in "fc" else vec.astype(float))
         else:
             vector = -1
         positions, arrays, key = [], [], []
@@ -266,7 +267,8 @@ class Replayed:
         if kind == "jacobian":
             out = of(*diff)
             outs = out if isinstance(out, tuple) else (out,)
-            if sum(x.data.size for x in diff) < sum(np.size(o) for o in outs):
+            real = all(x.data.dtype.kind == "f" for x in diff)
+            if real and sum(x.data.size for x in diff) < sum(np.size(o) for o in outs):
                 # Fewer inputs than outputs: one tangent per input element, forward.
                 return _forward_jacobian(out, diff, single, create_graph)
             return functional.jacobian(of, xs, create_graph=create_graph, vectorize=True)
