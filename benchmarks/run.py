@@ -696,15 +696,7 @@ def main(argv: list[str] | None = None) -> int:
         "targets": targets,
         "elapsed_s": elapsed,
     }
-    json_path = args.json
-    if json_path is None and not args.quick:
-        json_path = str(HERE / "results" / f"{date}.json")
-    if json_path and not args.no_json:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=1, default=_jsonable)
-            fh.write("\n")
-        print(f"results written to {os.path.relpath(json_path)}")
+    write_results(result, args, HERE / "results" / f"{date}.json")
     if args.chart:
         title = (
             f"funcdiff benchmarks {date}, {info['cpu'].get('model', '?')}, 1 thread, "
@@ -743,6 +735,20 @@ def _contention(rows: list[dict]) -> float:
     timed = [r for r in rows if r.get("cpu_median_s", 0) > 0 and r.get("wall_median_s")]
     cpu = sum(r["cpu_median_s"] for r in timed)
     return sum(r["wall_median_s"] for r in timed) / cpu if cpu else 1.0
+
+
+def write_results(result: dict, args: argparse.Namespace, default: Path) -> None:
+    """Write ``result`` as JSON: to ``--json``, else to ``default`` unless ``--quick``;
+    never with ``--no-json``."""
+    json_path = args.json
+    if json_path is None and not args.quick:
+        json_path = str(default)
+    if json_path and not args.no_json:
+        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
+        with open(json_path, "w") as fh:
+            json.dump(result, fh, indent=1, default=_jsonable)
+            fh.write("\n")
+        print(f"results written to {os.path.relpath(json_path)}")
 
 
 def _jsonable(obj: Any) -> Any:

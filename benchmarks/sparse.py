@@ -12,8 +12,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime as _dt
-import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -342,7 +340,13 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import _machine
     from benchmarks import sparse_problems as SP
     from benchmarks._timing import FULL, QUICK
-    from benchmarks.run import _contention, _jsonable, _kernel_summary, _loadavg, time_interleaved
+    from benchmarks.run import (
+        _contention,
+        _kernel_summary,
+        _loadavg,
+        time_interleaved,
+        write_results,
+    )
     from benchmarks.sparse_cells import Libraries, build_cells
 
     load_start = _loadavg()
@@ -469,15 +473,7 @@ def main(argv: list[str] | None = None) -> int:
         "rows": rows,
         "elapsed_s": elapsed,
     }
-    json_path = args.json
-    if json_path is None and not args.quick:
-        json_path = str(HERE / "results" / f"sparse-{date}.json")
-    if json_path and not args.no_json:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        with open(json_path, "w") as fh:
-            json.dump(result, fh, indent=1, default=_jsonable)
-            fh.write("\n")
-        print(f"results written to {os.path.relpath(json_path)}")
+    write_results(result, args, HERE / "results" / f"sparse-{date}.json")
     if limiter is not None:
         limiter.restore_original_limits()
     return 0

@@ -254,9 +254,8 @@ class Tensor:
         """
         out = wrap(self.data, False, None, 0)
         out._version_owner = self._version_owner if self._version_owner is not None else self
-        tracer = grad_mode._state.tracer
-        if tracer is not None:
-            tracer.derived(out, (self,))
+        if grad_mode.TRACING[0] and grad_mode._state.tracer is not None:
+            grad_mode._state.tracer.derived(out, (self,))
         return out
 
     def detach_(self) -> Tensor:
@@ -334,9 +333,7 @@ class Tensor:
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."
             )
-        observer = grad_mode._state.observer
-        if observer is not None:
-            observer.concretize(self, "array", self.data)
+        _observed(self, "array", self.data)
         return self.data
 
     def item(self) -> Any:
@@ -346,16 +343,12 @@ class Tensor:
                 f"item() needs a tensor with exactly one element, got shape {self.shape}"
             )
         number = self.data.item()
-        observer = grad_mode._state.observer
-        if observer is not None:
-            observer.concretize(self, "item", number)
+        _observed(self, "item", number)
         return number
 
     def tolist(self) -> Any:
         """The data as (nested) Python lists; explicit like ``item()``, so always allowed."""
-        observer = grad_mode._state.observer
-        if observer is not None:
-            observer.concretize(self, "array", self.data)
+        _observed(self, "array", self.data)
         return self.data.tolist()
 
     @staticmethod
@@ -442,9 +435,7 @@ class Tensor:
                 f"would be lost. {how} Use tensor.detach() to drop the gradient explicitly."
             )
         data = self.data
-        observer = grad_mode._state.observer
-        if observer is not None:
-            observer.concretize(self, "array", data)
+        _observed(self, "array", data)
         if dtype is not None and data.dtype != dtype:
             if copy is False:
                 raise ValueError("Unable to avoid copy while creating an array as requested.")
@@ -465,17 +456,13 @@ class Tensor:
         # operations run, each of them recorded, so no derivative is lost (the branch test's
         # own is zero almost everywhere). Several elements: NumPy's "ambiguous" ValueError.
         outcome = bool(self.data)
-        observer = grad_mode._state.observer
-        if observer is not None:
-            observer.concretize(self, "bool", outcome)
+        _observed(self, "bool", outcome)
         return outcome
 
     def __index__(self) -> int:
         # Only integer tensors convert, and they never require grad: nothing can be lost.
         index = self.data.__index__()
-        observer = grad_mode._state.observer
-        if observer is not None:
-            observer.concretize(self, "int", index)
+        _observed(self, "int", index)
         return index
 
     def __format__(self, format_spec: str) -> str:
@@ -592,6 +579,14 @@ class Tensor:
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
 _new_object = object.__new__
+
+
+def _observed(t: Tensor, kind: str, value: Any) -> None:
+    """Report a conversion of ``t`` to a Python value or ndarray to this thread's
+    observer, if any (``funcdiff.sparse`` and ``funcdiff.replay`` guard on them)."""
+    observer = grad_mode._state.observer
+    if observer is not None:
+        observer.concretize(t, kind, value)
 
 
 def values_read(x: Any) -> Any:

@@ -130,9 +130,10 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
                 elif not rule.complex and any(o.data.dtype.kind == "c" for o in outputs):
                     _complex_rule(rule)  # not piecewise constant on complex values
                 break
-    tracer = _state.tracer
-    if tracer is not None:
-        tracer.op(rule, args, kwargs, paths, tensors, outputs)
+    if _tracing[0]:  # a plain global first: the thread-local slot only while tracing
+        tracer = _state.tracer
+        if tracer is not None:
+            tracer.op(rule, args, kwargs, paths, tensors, outputs)
     return result
 
 

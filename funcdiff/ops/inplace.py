@@ -22,6 +22,7 @@ from funcdiff.ops.nodes import _data_of
 __all__ = ["inplace_ufunc", "setitem"]
 
 _state = grad_mode._state
+_tracing = grad_mode.TRACING
 
 
 def _check_inplace_allowed(t: Tensor, recording: bool) -> None:
@@ -80,7 +81,7 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
         t._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
     )
     _check_inplace_allowed(t, recording)
-    tracer = _state.tracer
+    tracer = _state.tracer if _tracing[0] else None
     if not recording:
         ufunc(t.data, _data_of(other), out=t.data)
         _bump(t)
@@ -109,7 +110,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     )
     _check_inplace_allowed(t, recording)
     index_data = _data_of(index)
-    tracer = _state.tracer
+    tracer = _state.tracer if _tracing[0] else None
     if tracer is not None:
         # Reported before the write: the tracer reads the old pattern of ``t``.
         tracer.setitem(t, index, value)

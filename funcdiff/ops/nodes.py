@@ -105,7 +105,7 @@ class _SavedNode(Node):
 class RuleNode(_SavedNode):
     """A node that differentiates through a registered :class:`Rule`."""
 
-    __slots__ = ("kwargs", "paths", "multi", "nested", "sources", "gather")
+    __slots__ = ("kwargs", "paths", "multi", "nested", "zero_output", "sources")
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
         out = super().tangent(tangents, create_graph, batched)  # the rule's tangent maps
@@ -153,12 +153,12 @@ class RuleNode(_SavedNode):
                     call[key][sub] = value
             return call
 
-        offset = getattr(self, "sources", None)  # f(0), once per node
+        offset = getattr(self, "zero_output", None)  # f(0), once per node
         if offset is None:
             offset = self.rule.fn(*placed([None] * len(self.paths), ()), **kwargs)
             offset = list(offset) if isinstance(offset, (list, tuple)) else [offset]
             offset = [None if not np.any(o) else o for o in offset]
-            self.sources = offset
+            self.zero_output = offset
 
         def apply(ts: list) -> list:
             out = self.rule.fn(*placed(ts, ()), **kwargs)
@@ -193,12 +193,12 @@ class RuleNode(_SavedNode):
         return [np.stack([r[i] for r in rows]) for i in range(len(self.out_meta))]
 
     def _gathered(self, tangents: list, args: list, kwargs: dict, keys: list) -> list | None:
-        sources = getattr(self, "gather", None)
+        sources = getattr(self, "sources", None)
         shapes = [self.edges[i][0].out_meta[self.edges[i][1]][0] for i in range(len(keys))]
         if sources is None:
             variable = [(key, None, shape) for key, shape in zip(keys, shapes)]
             sources = selection_sources(self.rule, args, kwargs, variable) or ()
-            self.gather = sources
+            self.sources = sources
         if len(sources) != len(self.out_meta):
             return None
         offsets = [0]

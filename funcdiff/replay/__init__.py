@@ -402,7 +402,7 @@ def _close(a: Any, b: Any) -> bool:
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-10, atol=scale, equal_nan=True)
 
 
-def _maker(kind: str, doc: str) -> Callable:
+def _maker(kind: str, summary: str, example: str) -> Callable:
     def make(
         f: Callable[..., Any] | None = None,
         argnums: int | tuple[int, ...] = 0,
@@ -424,7 +424,11 @@ def _maker(kind: str, doc: str) -> Callable:
         return wrap if f is None else wrap(f)
 
     make.__name__ = make.__qualname__ = kind
-    make.__doc__ = doc
+    make.__doc__ = (
+        f"{summary}\n{_COMMON}\n    Examples\n    --------\n"
+        "    >>> import numpy as np\n    >>> import funcdiff.replay as replay\n"
+        + "".join(f"    {line}\n" for line in example.strip().splitlines())
+    )
     return make
 
 
@@ -454,105 +458,49 @@ _COMMON = """
 value_and_grad = _maker(
     "value_and_grad",
     """A function returning ``(f(*args), gradient)``: the value as a Python float, the
-    gradient as an ndarray (a tuple of them for a tuple ``argnums``).
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> vg = replay.value_and_grad(lambda x, y: np.sum(x * y), argnums=(0, 1))
-    >>> vg(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
-    (11.0, (array([3., 4.]), array([1., 2.])))
-    """,
+    gradient as an ndarray (a tuple of them for a tuple ``argnums``).""",
+    """>>> vg = replay.value_and_grad(lambda x, y: np.sum(x * y), argnums=(0, 1))
+>>> vg(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+(11.0, (array([3., 4.]), array([1., 2.])))""",
 )
 grad = _maker(
     "grad",
-    """A function returning the gradient of a scalar ``f`` (see :func:`value_and_grad`).
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> replay.grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
-    array([ 3., 12.])
-    """,
+    "A function returning the gradient of a scalar ``f`` (see :func:`value_and_grad`).",
+    """>>> replay.grad(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+array([ 3., 12.])""",
 )
 jacobian = _maker(
     "jacobian",
     """A function returning the Jacobian of ``f``, shaped as
-    :func:`funcdiff.functional.jacobian`'s (output shape + input shape).
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> replay.jacobian(lambda x: x ** 2)(np.array([1.0, 3.0]))
-    array([[2., 0.],
-           [0., 6.]])
-    """,
+    :func:`funcdiff.functional.jacobian`'s (output shape + input shape).""",
+    """>>> replay.jacobian(lambda x: x ** 2)(np.array([1.0, 3.0]))
+array([[2., 0.],
+       [0., 6.]])""",
 )
 hessian = _maker(
     "hessian",
     """A function returning the Hessian of a scalar ``f``, shaped as
-    :func:`funcdiff.functional.hessian`'s.
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> replay.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
-    array([[ 6.,  0.],
-           [ 0., 12.]])
-    """,
+    :func:`funcdiff.functional.hessian`'s.""",
+    """>>> replay.hessian(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]))
+array([[ 6.,  0.],
+       [ 0., 12.]])""",
 )
 hvp = _maker(
     "hvp",
     """A function ``(*args, v) -> (f(*args), H v)``: a Hessian-vector product, called with
-    the vector after ``f``'s arguments.
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> replay.hvp(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
-    (array(9.), array([6., 0.]))
-    """,
+    the vector after ``f``'s arguments.""",
+    """>>> replay.hvp(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
+(array(9.), array([6., 0.]))""",
 )
 vjp = _maker(
     "vjp",
-    """A function ``(*args, v) -> (f(*args), v^T J)``.
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> replay.vjp(lambda x: x ** 2)(np.array([1.0, 3.0]), np.array([1.0, 1.0]))
-    (array([1., 9.]), array([2., 6.]))
-    """,
+    "A function ``(*args, v) -> (f(*args), v^T J)``.",
+    """>>> replay.vjp(lambda x: x ** 2)(np.array([1.0, 3.0]), np.array([1.0, 1.0]))
+(array([1., 9.]), array([2., 6.]))""",
 )
 jvp = _maker(
     "jvp",
-    """A function ``(*args, t) -> (f(*args), J t)``.
-"""
-    + _COMMON
-    + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import funcdiff.replay as replay
-    >>> replay.jvp(lambda x: x ** 2)(np.array([1.0, 3.0]), np.array([1.0, 0.0]))
-    (array([1., 9.]), array([2., 0.]))
-    """,
+    "A function ``(*args, t) -> (f(*args), J t)``.",
+    """>>> replay.jvp(lambda x: x ** 2)(np.array([1.0, 3.0]), np.array([1.0, 0.0]))
+(array([1., 9.]), array([2., 0.]))""",
 )

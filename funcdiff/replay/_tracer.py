@@ -156,7 +156,8 @@ class ReplayTracer:
         kwargs_t = {k: self._template(v) for k, v in kwargs.items()}
         depends = self._depends(args_t) or self._depends(tuple(kwargs_t.values()))
         outs = self.outputs_of(outputs, depends)
-        self.code.append((CALL, _unwrapping(func), args_t, kwargs_t, outs, None))
+        # Run as eagerly: on the arrays themselves (the function has no rule).
+        self.code.append((CALL, func, args_t, kwargs_t, outs, None))
 
     def derived(self, out: Tensor, sources: Sequence[Any]) -> None:
         """``out = source.detach()``: the same array, so the same slot."""
@@ -223,8 +224,3 @@ class ReplayTracer:
             return  # a constant: the same at every call
         expected = np.array(value, copy=True) if kind == "array" else value
         self.code.append((GUARD, slot, kind, expected))
-
-
-def _unwrapping(func: Any) -> Any:
-    """A NumPy function without a rule, as eager ran it: on the arrays themselves."""
-    return func

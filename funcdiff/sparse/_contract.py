@@ -236,31 +236,21 @@ def _two(operands, norm, out_letters, sizes, acc):
     out_size = pos_o.size
     parts = []
     if pb is not None:
-        if za is None:
-            abar = np.ones((n["b"], n["af"], n["c"]), bool)
-        else:
-            abar = za.ravel()[pos_a].any(axis=3)
-        b_, f_, c_ = np.nonzero(abar)
-        count = b_.size * n["bo"] * n["bf"]
-        if count > MAX_ENTRIES:
-            parts.append(_dense_block(pb, out_size))
-        else:
-            rows = np.broadcast_to(pos_o[b_, f_, None, :], (b_.size, n["bo"], n["bf"]))
-            cols = pos_b[b_, c_, :, :]
-            parts.append(product(selector(rows.ravel(), cols.ravel(), (out_size, pb.size)), pb))
+        abar = (
+            np.ones((n["b"], n["af"], n["c"]), bool)
+            if za is None
+            else (za.ravel()[pos_a].any(axis=3))
+        )
+        parts.append(_operand(pos_b.transpose(0, 3, 1, 2), abar, pos_o, pb, out_size))
     if pa is not None:
-        if zb is None:
-            bbar = np.ones((n["b"], n["c"], n["bf"]), bool)
-        else:
-            bbar = zb.ravel()[pos_b].any(axis=2)
-        b_, c_, g_ = np.nonzero(bbar)
-        count = b_.size * n["af"] * n["ao"]
-        if count > MAX_ENTRIES:
-            parts.append(_dense_block(pa, out_size))
-        else:
-            rows = np.broadcast_to(pos_o[b_, :, g_][:, :, None], (b_.size, n["af"], n["ao"]))
-            cols = pos_a[b_, :, c_, :]
-            parts.append(product(selector(rows.ravel(), cols.ravel(), (out_size, pa.size)), pa))
+        bbar = (
+            np.ones((n["b"], n["c"], n["bf"]), bool)
+            if zb is None
+            else (zb.ravel()[pos_b].any(axis=2))
+        )
+        parts.append(
+            _operand(pos_a, bbar.transpose(0, 2, 1), pos_o.transpose(0, 2, 1), pa, out_size)
+        )
     if acc is not None and pa is not None and pb is not None:
         # Every term multiplies one element of each operand with the same batch and
         # contracted indices: group them, and each group pairs all of A's with all of B's.
@@ -273,6 +263,26 @@ def _two(operands, norm, out_letters, sizes, acc):
         ub = product(selector(gb, eb, (groups, pb.size)), pb)
         acc.cross(ua, ub)
     return union(parts)
+
+
+def _operand(
+    pos_v: np.ndarray, bar_w: np.ndarray, pos_o: np.ndarray, pattern: Pattern, out_size: int
+) -> Pattern:
+    """What the output reads of one operand of a two-operand contraction.
+
+    In canonical layouts: the variable operand's positions ``pos_v`` (batch, its free,
+    contracted, its own summed), where the other operand is structurally nonzero
+    ``bar_w`` (batch, its free, contracted), and the output's positions ``pos_o``
+    (batch, the other's free, this one's free). Output ``(b, w, v)`` reads element
+    ``(b, v, c, o)`` for every ``c`` with ``bar_w[b, w, c]`` and every ``o``.
+    """
+    b_, w_, c_ = np.nonzero(bar_w)
+    nv, no = pos_v.shape[1], pos_v.shape[3]
+    if b_.size * nv * no > MAX_ENTRIES:
+        return _dense_block(pattern, out_size)
+    rows = np.broadcast_to(pos_o[b_, w_, :][:, :, None], (b_.size, nv, no))
+    cols = pos_v[b_, :, c_, :]
+    return product(selector(rows.ravel(), cols.ravel(), (out_size, pattern.size)), pattern)
 
 
 def _dense_block(pattern: Pattern, size: int) -> Pattern:

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 
 from funcdiff._core import grad_mode
 from funcdiff._core.tensor import Tensor
+from funcdiff.ops.selection import plain
 from funcdiff.rules.structure import structure_of
 from funcdiff.sparse._hessian import HessianAccumulator
 from funcdiff.sparse._pattern_rules import (
@@ -142,7 +143,8 @@ class PatternTracer(GuardRecorder):
             for o in outputs:
                 self._set(o, None, True)
             return
-        struct = structure_of(rule)
+        # Installed on every registered rule; a rule made later is looked up once here.
+        struct = rule.structure or structure_of(rule)
         if struct is None or struct.pattern == "dense":
             self.fallbacks.append(rule.name)
         inputs = Inputs(rule, paths, tensors, infos)
@@ -200,7 +202,7 @@ class PatternTracer(GuardRecorder):
             vpattern, vtainted, vshape = None, False, np.shape(value)
         if vpattern is not None:
             # The value broadcasts to the indexed region.
-            region = np.empty(t.data.shape, dtype=np.int8)[_plain(index)].shape
+            region = np.empty(t.data.shape, dtype=np.int8)[plain(index)].shape
             vpattern = vpattern.take(assigned_positions(vshape, region))
             vshape = region
         new = setitem_pattern(old, t.data.shape, index, index_tainted, vpattern, vshape)
@@ -216,16 +218,6 @@ class PatternTracer(GuardRecorder):
     def guards(self) -> list[tuple[Guard, bool]]:
         """Every conversion in order, with whether it depended on the inputs."""
         return list(self.seen)
-
-
-def _plain(index: Any) -> Any:
-    if isinstance(index, Tensor):
-        return index.data
-    if isinstance(index, tuple):
-        return tuple(_plain(i) for i in index)
-    if isinstance(index, list):
-        return [_plain(i) for i in index]
-    return index
 
 
 def _any_tainted(tracer: PatternTracer, index: Any) -> bool:

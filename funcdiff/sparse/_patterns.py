@@ -121,19 +121,6 @@ def identity(offset: int, size: int, ncols: int) -> Pattern:
     return Pattern(_csr(indptr, np.arange(offset, offset + size, dtype=np.int64), (size, ncols)))
 
 
-def empty(size: int, ncols: int) -> Pattern:
-    """A value of ``size`` elements that depends on nothing (kept as a pattern)."""
-    return Pattern(_csr(np.zeros(size + 1, np.int64), np.zeros(0, np.int64), (size, ncols)))
-
-
-def from_matrix(m: sp.csr_array) -> Pattern:
-    """A pattern from an explicit boolean matrix (rows sorted)."""
-    m = sp.csr_array(m, dtype=bool)
-    m.sum_duplicates()
-    m.sort_indices()
-    return Pattern(m)
-
-
 def union(patterns: Sequence[Pattern | None]) -> Pattern | None:
     """The element-by-element union of patterns of one size (None: depends on nothing)."""
     live = [p for p in patterns if p is not None]
