@@ -16,6 +16,7 @@ from funcdiff import (
     _methods,  # noqa: F401  (installs the Tensor's operators and methods)
     autograd,
     functional,
+    integrate,
     linalg,
     optimize,
     replay,
@@ -56,6 +57,7 @@ __all__ = [
     "as_tensor",
     "autograd",
     "functional",
+    "integrate",
     "linalg",
     "signal",
     "special",

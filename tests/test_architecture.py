@@ -45,6 +45,7 @@ LAYERS = (
         "funcdiff.stats",
         "funcdiff.sparse",
         "funcdiff.replay",
+        "funcdiff.integrate",
     ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),
