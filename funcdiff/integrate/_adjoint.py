@@ -122,13 +122,23 @@ def _segment(
     n: int,
     step: float | None,
 ) -> tuple[np.ndarray, np.ndarray, float | None]:
+    length = abs(stop - start)
+    sign = 1.0 if stop > start else -1.0
     if step is not None:
         # Continue with the step size the previous segment ended with, instead of
         # searching for a first step again from scratch after each jump.
-        opts = {**opts, "first_step": min(step, abs(stop - start))}
-    result = si.solve_ivp(
-        backward_rhs, (start, stop), np.concatenate([lam, q]), method=method, **opts
-    )
+        opts = {**opts, "first_step": min(step, length)}
+    # The segment runs in the local time s = |t - start| from 0: a solve starting at a
+    # large t (1e5, say) would otherwise be limited to steps above the spacing of the
+    # floating-point numbers there, too coarse for the layer that follows a jump.
+    jac = opts.get("jac")
+    if jac is not None:
+        opts = {**opts, "jac": lambda s, w: sign * jac(start + sign * s, w)}
+
+    def local(s: float, w: np.ndarray) -> np.ndarray:
+        return sign * backward_rhs(start + sign * s, w)
+
+    result = si.solve_ivp(local, (0.0, length), np.concatenate([lam, q]), method=method, **opts)
     if not result.success:
         raise RuntimeError(
             f"the adjoint solve from t={start} to t={stop} failed, so the derivative is not "

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import scipy.integrate as si
+import scipy.sparse as sp
 
 from funcdiff._core.tensor import Tensor
 from funcdiff.autograd import is_grad_enabled
@@ -147,7 +148,7 @@ def solve_ivp(
         opts = dict(options)
         if auto_jac:
             rhs = RightHandSide(fun, plain_args, (), y0_arr.size)
-            opts["jac"] = _exact_jacobian(rhs)
+            opts["jac"] = _exact_jacobian(rhs, name)
             # SciPy hands jac the args too; the prepared Jacobian has them already.
             return si.solve_ivp(
                 _with_args(fun, plain_args),
@@ -244,7 +245,7 @@ def _solve_recorded(
     differentiated = seed_y0 or bool(positions) or problem.differentiate_t
     plain_opts = dict(options)
     if auto_jac:
-        plain_opts["jac"] = _exact_jacobian(rhs)
+        plain_opts["jac"] = _exact_jacobian(rhs, name)
     elif callable(options.get("jac")):
         plain_opts["jac"] = user_jacobian(options["jac"], plain_args)
     n_state = n
@@ -371,8 +372,11 @@ def _events_with_args(events: Any, args: list) -> Any:
     return out[0] if single else out
 
 
-def _exact_jacobian(rhs: RightHandSide) -> Callable[..., Any]:
+def _exact_jacobian(rhs: RightHandSide, method: str) -> Callable[..., Any]:
     def jac(t: float, y: np.ndarray) -> Any:
-        return as_scipy_jacobian(rhs.jac_y(t, y))
+        j = rhs.jac_y(t, y)
+        if method == "LSODA" and sp.issparse(j):
+            return j.toarray()  # LSODA takes dense Jacobians only
+        return as_scipy_jacobian(j)
 
     return jac
