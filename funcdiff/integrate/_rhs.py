@@ -8,6 +8,8 @@ Jacobian, from :func:`funcdiff.sparse.prepare_jacobian`.
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,34 +62,10 @@ class RightHandSide:
         self.param_sizes = [int(p.size) for p in self.params]
         self.n_params = sum(self.param_sizes)
         self.n = n
-        np_ = len(self.params)
-        self._jac_all = replay.jacobian(self.g, argnums=tuple(range(1, 2 + np_)))
-        self._jac_y = replay.jacobian(self.g, argnums=1)
-        self._vjp_all = replay.vjp(self.g, argnums=tuple(range(1, 2 + np_)))
-        self._jvp_all = replay.jvp(self._g_flat, argnums=1)
-        self._hessian = replay.hessian(self._weighted, argnums=1)
-        self._sparse: Any = None
-        self._sparse_tried = False
-        self._holder: list[Any] = [0.0, self.params]
+        self.programs = _programs(self)
 
-    # -- the function ------------------------------------------------------------
     def g(self, t: Any, y: Any, *params: Any) -> Any:
-        full = list(self.args)
-        for i, p in zip(self.param_positions, params):
-            full[i] = p
-        return self.fun(t, y, *full)
-
-    def _g_flat(self, t: Any, z: Any) -> Any:
-        """``g`` of ``z = (y, params flattened)``: one input for jvps along ``(dy, dp)``."""
-        y = z[: self.n]
-        params, offset = [], self.n
-        for shape, size in zip(self.param_shapes, self.param_sizes):
-            params.append(np.reshape(z[offset : offset + size], shape))
-            offset += size
-        return self.g(t, y, *params)
-
-    def _weighted(self, t: Any, z: Any, w: Any) -> Any:
-        return np.sum(w * self._g_flat(t, z))
+        return self.programs.g(t, y, *params)
 
     def __call__(self, t: float, y: np.ndarray) -> np.ndarray:
         return np.asarray(self.fun(t, y, *self.args), dtype=float)
@@ -100,7 +78,7 @@ class RightHandSide:
     # -- first derivatives ---------------------------------------------------------
     def jacobians(self, t: float, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(df/dy, df/dp)`` as dense arrays of shapes ``(n, n)`` and ``(n, P)``."""
-        blocks = self._jac_all(_time(t), y, *self.params)
+        blocks = self.programs.jac_all(_time(t), y, *self.params)
         jy = np.reshape(blocks[0], (self.n, self.n))
         if not self.params:
             return jy, np.zeros((self.n, 0))
@@ -111,19 +89,84 @@ class RightHandSide:
         """``df/dy``: a dense array, or a ``csr_array`` for large sparse systems."""
         sparse = self.sparse_jacobian(y)
         if sparse is not None:
-            self._holder[0] = _time(t)
+            self.programs.holder[:] = [_time(t), self.params]
             return sparse(y)
-        return np.reshape(self._jac_y(_time(t), y, *self.params), (self.n, self.n))
+        return np.reshape(self.programs.jac_y(_time(t), y, *self.params), (self.n, self.n))
 
     def sparse_jacobian(self, y: np.ndarray) -> Any:
         """A prepared sparse ``df/dy`` for large systems whose pattern is sparse, else None."""
-        if self._sparse_tried:
-            return self._sparse
-        self._sparse_tried = True
+        return self.programs.sparse_jacobian(y, self.params)
+
+    def vjp(self, t: float, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(w^T df/dy, w^T df/dp)`` with the parameter part flattened."""
+        _, grads = self.programs.vjp_all(_time(t), y, *self.params, w)
+        gy = np.reshape(grads[0], (self.n,))
+        if not self.params:
+            return gy, np.zeros(0)
+        return gy, np.concatenate([np.reshape(g, -1) for g in grads[1:]])
+
+    def jvp(self, t: float, y: np.ndarray, dz: np.ndarray) -> np.ndarray:
+        """``df/dy dy + df/dp dp`` for ``dz = (dy, dp flattened)``."""
+        z = np.concatenate([y, self.flat_params()])
+        _, out = self.programs.jvp_all(_time(t), z, dz)
+        return np.reshape(out, (self.n,))
+
+    # -- second derivatives ------------------------------------------------------------
+    def weighted_hessian(self, t: float, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """The Hessian of ``w . f`` in ``z = (y, params flattened)``."""
+        z = np.concatenate([y, self.flat_params()])
+        h = self.programs.hessian(_time(t), z, np.asarray(w, dtype=float))
+        return np.reshape(h, (z.size, z.size))
+
+
+class _Programs:
+    """The replayed derivative programs of one ``fun`` with one set of fixed arguments,
+    shared by every solve that calls it so (the parameters are program inputs)."""
+
+    def __init__(self, rhs: RightHandSide) -> None:
+        self.fun = rhs.fun
+        self.args = list(rhs.args)
+        self.param_positions = rhs.param_positions
+        self.param_shapes = list(rhs.param_shapes)
+        self.param_sizes = list(rhs.param_sizes)
+        self.n = rhs.n
+        count = len(rhs.params)
+        self.jac_all = replay.jacobian(self.g, argnums=tuple(range(1, 2 + count)))
+        self.jac_y = replay.jacobian(self.g, argnums=1)
+        self.vjp_all = replay.vjp(self.g, argnums=tuple(range(1, 2 + count)))
+        self.jvp_all = replay.jvp(self.g_flat, argnums=1)
+        self.hessian = replay.hessian(self.weighted, argnums=1)
+        self.sparse: Any = None
+        self.sparse_tried = False
+        # The time and the parameters of the current evaluation of the sparse Jacobian.
+        self.holder: list[Any] = [_time(0.0), []]
+
+    def g(self, t: Any, y: Any, *params: Any) -> Any:
+        full = list(self.args)
+        for i, p in zip(self.param_positions, params):
+            full[i] = p
+        return self.fun(t, y, *full)
+
+    def g_flat(self, t: Any, z: Any) -> Any:
+        """``g`` of ``z = (y, params flattened)``: one input for jvps along ``(dy, dp)``."""
+        y = z[: self.n]
+        params, offset = [], self.n
+        for shape, size in zip(self.param_shapes, self.param_sizes):
+            params.append(np.reshape(z[offset : offset + size], shape))
+            offset += size
+        return self.g(t, y, *params)
+
+    def weighted(self, t: Any, z: Any, w: Any) -> Any:
+        return np.sum(w * self.g_flat(t, z))
+
+    def sparse_jacobian(self, y: np.ndarray, params: list) -> Any:
+        if self.sparse_tried:
+            return self.sparse
+        self.sparse_tried = True
         if self.n < SPARSE_FROM:
             return None
-        holder = self._holder
-        holder[0] = _time(0.0)
+        holder = self.holder
+        holder[:] = [_time(0.0), params]
 
         # The time and the parameters reach f through a holder, not through args: the
         # prepared Jacobian detects its pattern again whenever its args change.
@@ -133,29 +176,52 @@ class RightHandSide:
         prepared = prepare_jacobian(of_y, y)
         if prepared.sparsity.nnz > 0.25 * self.n * self.n:
             return None
-        self._sparse = prepared
+        self.sparse = prepared
         return prepared
 
-    def vjp(self, t: float, y: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(w^T df/dy, w^T df/dp)`` with the parameter part flattened."""
-        _, grads = self._vjp_all(_time(t), y, *self.params, w)
-        gy = np.reshape(grads[0], (self.n,))
-        if not self.params:
-            return gy, np.zeros(0)
-        return gy, np.concatenate([np.reshape(g, -1) for g in grads[1:]])
 
-    def jvp(self, t: float, y: np.ndarray, dz: np.ndarray) -> np.ndarray:
-        """``df/dy dy + df/dp dp`` for ``dz = (dy, dp flattened)``."""
-        z = np.concatenate([y, self.flat_params()])
-        _, out = self._jvp_all(_time(t), z, dz)
-        return np.reshape(out, (self.n,))
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PER_FUNCTION = 8
 
-    # -- second derivatives ------------------------------------------------------------
-    def weighted_hessian(self, t: float, y: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """The Hessian of ``w . f`` in ``z = (y, params flattened)``."""
-        z = np.concatenate([y, self.flat_params()])
-        h = self._hessian(_time(t), z, np.asarray(w, dtype=float))
-        return np.reshape(h, (z.size, z.size))
+
+def _arg_key(value: Any, is_param: bool) -> Any:
+    if is_param:
+        arr = np.asarray(value)
+        return ("p", arr.shape, arr.dtype.str)
+    if isinstance(value, np.ndarray):
+        return ("a", value.shape, value.dtype.str, value.tobytes())
+    if isinstance(value, (bool, int, float, complex, str, type(None))):
+        return ("s", type(value).__name__, value)
+    return ("o", id(value))
+
+
+def _programs(rhs: RightHandSide) -> _Programs:
+    """The shared programs for ``rhs``: one set per function and fixed arguments."""
+    key = (
+        rhs.n,
+        rhs.param_positions,
+        tuple(_arg_key(a, i in rhs.param_positions) for i, a in enumerate(rhs.args)),
+    )
+    try:
+        table = _CACHE.setdefault(rhs.fun, OrderedDict())
+    except TypeError:  # a callable that takes no weak reference: nothing is shared
+        return _Programs(rhs)
+    found = table.get(key)
+    if found is None or any(entry[0] is not entry[1] for entry in _objects(found, rhs)):
+        found = table[key] = _Programs(rhs)
+        if len(table) > _PER_FUNCTION:
+            table.popitem(last=False)
+    table.move_to_end(key)
+    return found
+
+
+def _objects(programs: _Programs, rhs: RightHandSide) -> list[tuple[Any, Any]]:
+    """Pairs of fixed arguments keyed by identity, which must be the same objects."""
+    return [
+        (a, b)
+        for i, (a, b) in enumerate(zip(programs.args, rhs.args))
+        if i not in rhs.param_positions and _arg_key(a, False)[0] == "o"
+    ]
 
 
 def as_scipy_jacobian(matrix: Any) -> Any:
