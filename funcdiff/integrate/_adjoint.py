@@ -68,6 +68,7 @@ def adjoint_vjp(
         gy, gp = rhs.vjp(t, found[0], lam)
         return -np.concatenate([gy, gp])
 
+    # Each segment starts after a jump: SciPy picks its first step afresh.
     opts = {k: v for k, v in options.items() if k not in ("first_step",)}
     opts["atol"] = tiled_atol(opts.get("atol", 1e-6), n, 1) if npar == 0 else _atol(opts, n, npar)
     if method in IMPLICIT:
@@ -80,27 +81,28 @@ def adjoint_vjp(
                 j = found[1]
             else:
                 j = rhs.jac_y(t, found[0])
-            # The quadratures do not feed back into lambda: their rows of the Newton
-            # matrix may be left out (they converge one iteration after lambda does).
+            # The quadratures do not feed back into lambda: for large systems their rows
+            # of the Newton matrix are left out (they converge one iteration after lambda).
             if sp.issparse(j) and method != "LSODA":
                 block = sp.block_diag([-j.T, sp.csr_array((npar, npar))], format="csc")
                 return as_scipy_jacobian(block)
             out = np.zeros((n + npar, n + npar))
             out[:n, :n] = -(j.toarray() if sp.issparse(j) else np.asarray(j)).T
+            if dense and plain_jac is None:
+                out[n:, :n] = -found[2].T
             return out
 
         opts["jac"] = jac
 
     # Restart only where the cotangent jumps: a zero column is no restart.
     live = [i for i in range(len(t_out)) if np.any(cotangent[:, i] != 0)]
-    step = None
     for k in range(len(live) - 1, -1, -1):
         i = live[k]
         lam = lam + cotangent[:, i]
         target = t_out[live[k - 1]] if k > 0 else t0
         here = t_out[i]
         if target != here:
-            lam, q, step = _segment(backward_rhs, here, target, lam, q, method, opts, n, step)
+            lam, q = _segment(backward_rhs, here, target, lam, q, method, opts, n)
     return lam, q
 
 
@@ -120,14 +122,9 @@ def _segment(
     method: Any,
     opts: dict,
     n: int,
-    step: float | None,
-) -> tuple[np.ndarray, np.ndarray, float | None]:
+) -> tuple[np.ndarray, np.ndarray]:
     length = abs(stop - start)
     sign = 1.0 if stop > start else -1.0
-    if step is not None:
-        # Continue with the step size the previous segment ended with, instead of
-        # searching for a first step again from scratch after each jump.
-        opts = {**opts, "first_step": min(step, length)}
     # The segment runs in the local time s = |t - start| from 0: a solve starting at a
     # large t (1e5, say) would otherwise be limited to steps above the spacing of the
     # floating-point numbers there, too coarse for the layer that follows a jump.
@@ -145,8 +142,4 @@ def _segment(
             f"available: {result.message}"
         )
     w = result.y[:, -1]
-    ts = np.abs(np.diff(result.t))
-    # The last step was cut short to land on the segment's end: the one before is the
-    # step size the solver had settled on.
-    step = float(ts[-2]) if ts.size >= 2 else (float(ts[-1]) if ts.size else None)
-    return w[:n], w[n:], step
+    return w[:n], w[n:]
