@@ -45,9 +45,20 @@ def central(f, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- closed forms
-@pytest.mark.parametrize("mode", ["forward", "adjoint", "auto"])
-@pytest.mark.parametrize("method", ["RK45", "DOP853", "BDF", "Radau", "LSODA"])
-def test_linear_ode_gradients_match_the_matrix_exponential(mode, method) -> None:
+FAST_CASES = {("RK45", "forward"), ("RK45", "adjoint"), ("BDF", "forward"), ("Radau", "adjoint")}
+CASES = [
+    pytest.param(
+        method,
+        mode,
+        marks=() if (method, mode) in FAST_CASES or mode == "auto" else pytest.mark.slow,
+    )
+    for method in ("RK45", "DOP853", "BDF", "Radau", "LSODA")
+    for mode in ("forward", "adjoint", "auto")
+]
+
+
+@pytest.mark.parametrize(("method", "mode"), CASES)
+def test_linear_ode_gradients_match_the_matrix_exponential(method, mode) -> None:
     y0 = fd.tensor(Y0, requires_grad=True)
     a = fd.tensor(A, requires_grad=True)
     w = np.array([[1.0, -2.0, 0.5], [0.3, 1.0, -1.0]])
