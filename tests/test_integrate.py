@@ -215,6 +215,35 @@ def test_hessian_with_respect_to_parameters_matches_differences_of_gradients() -
     np.testing.assert_allclose(hv.data, h @ v, rtol=1e-7)
 
 
+def test_hessian_in_initial_values_and_parameters_with_the_adjoint() -> None:
+    def logistic(t, y, r):
+        return r * y * (1.0 - y)
+
+    def loss(x):
+        res = solve_ivp(
+            logistic,
+            (0.0, 2.0),
+            x[:1],
+            t_eval=[1.0, 2.0],
+            args=(x[1],),
+            sensitivity="adjoint",
+            **TIGHT,
+        )
+        return np.sum(res.y**3)
+
+    x0 = np.array([0.2, 1.3])
+
+    def exact(x: np.ndarray) -> float:  # y(t) = 1 / (1 + (1/y0 - 1) exp(-r t))
+        ys = [1.0 / (1.0 + (1.0 / x[0] - 1.0) * np.exp(-x[1] * t)) for t in (1.0, 2.0)]
+        return float(np.sum(np.array(ys) ** 3))
+
+    def exact_gradient(x: np.ndarray) -> np.ndarray:
+        return central(exact, x, h=1e-6)
+
+    h = hessian(loss, x0).data
+    np.testing.assert_allclose(h, central(exact_gradient, x0, h=1e-4), rtol=1e-5)
+
+
 def test_second_derivative_with_respect_to_y0_of_a_linear_ode_is_zero_and_in_time_exact() -> None:
     y0 = fd.tensor(Y0, requires_grad=True)
     res = solve_ivp(linear, (0.0, 1.0), y0, t_eval=[1.0], args=(A,), **TIGHT)

@@ -255,7 +255,7 @@ def _solve_recorded(
             t_span,
             y0_arr,
             seed_y0,
-            method,
+            name if name in IMPLICIT else method,
             t_eval_arr,
             solver_options,
             dense_output=dense_output,
