@@ -51,7 +51,7 @@ import dis
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -484,7 +484,15 @@ def all_rules() -> list[Rule]:
     return list(seen.values())
 
 
-def dispatching(fn: Callable) -> Callable:
+class _Dispatching(Protocol):
+    """What :func:`dispatching` returns: the helper, with the plain one as ``__wrapped__``."""
+
+    __wrapped__: Callable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def dispatching(fn: Callable) -> _Dispatching:
     """Make a NumPy-level helper dispatch like a NumPy function (NEP 18).
 
     On ndarrays it runs ``fn``; when an argument (or an item of a list or tuple
@@ -507,7 +515,7 @@ def dispatching(fn: Callable) -> Callable:
                     return item.__array_function__(wrapper, (t,), args, kwargs)
         return fn(*args, **kwargs)
 
-    return wrapper
+    return cast(_Dispatching, wrapper)  # functools.wraps set __wrapped__
 
 
 def batch_ndim(g: Any, ans: Any) -> int:
