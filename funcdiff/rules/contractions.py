@@ -532,7 +532,7 @@ def _einsum(*operands, out=None, **kwargs):
     return np.einsum(*operands, **kwargs)
 
 
-def _einsum_vjp_all(needs, g, ans, *args, **kwargs):
+def _einsum_vjp_all(needs: tuple[bool, ...], g: Any, ans: Any, *args: Any, **kwargs: Any) -> list:
     subscripts, ops, positions = _einsum_call(args)
     specs, out, fresh = _einsum_specs(subscripts, [np.shape(o) for o in ops])
     nbt = batch_ndim(g, ans)
