@@ -112,6 +112,18 @@ def test_output_times_are_differentiated(mode) -> None:
     assert isinstance(res.t, np.ndarray)
 
 
+def test_jvp_along_output_times_and_parameters() -> None:
+    def outputs(t_eval, a):
+        return solve_ivp(linear, (0.0, 2.0), Y0, t_eval=t_eval, args=(a,), **TIGHT).y
+
+    dt = np.array([1.0, -0.5, 2.0])
+    da = np.array([[0.0, 1.0], [0.5, 0.0]])
+    _, tangent = jvp(outputs, (T_OUT, A), (dt, da))
+    y = exact_linear(A, Y0, T_OUT)
+    by_a = central(lambda s: exact_linear(A + s[0] * da, Y0, T_OUT), np.zeros(1))[..., 0]
+    np.testing.assert_allclose(tangent.data, (A @ y) * dt + by_a, rtol=1e-6, atol=1e-8)
+
+
 def test_args_mix_zero_d_tensors_floats_and_arrays() -> None:
     def decay(t, y, k, offset, scale):
         return -k * y * scale + offset
