@@ -360,26 +360,29 @@ def test_a_failed_solve_raises_when_differentiated_quoting_scipy() -> None:
     assert res.message in str(info.value)
 
 
-def test_terminal_event_point_raises_when_differentiated() -> None:
-    def hit(t, y, k):
-        return y[0] - 0.5
+@pytest.mark.parametrize("mode", ["forward", "adjoint"])
+def test_terminal_event_point_moves_with_the_inputs(mode) -> None:
+    def clock_and_decay(t, y, k):
+        return np.stack([np.ones_like(y[0]), -k * y[1]])
 
-    hit.terminal = True
-    k = fd.tensor(1.0, requires_grad=True)
+    def half(t, y, k):
+        return y[1] - 0.5
 
-    def decay(t, y, k):
-        return -k * y
-
-    res = solve_ivp(decay, (0.0, 5.0), [1.0], events=hit, args=(k,))
-    assert res.status == 1
-    with pytest.raises(NotImplementedError, match="terminal event"):
-        fd.grad(res.y[0, -1], k)
-    # Outputs at fixed times before the event need no correction.
+    half.terminal = True
+    k = fd.tensor(0.8, requires_grad=True)
+    y0 = fd.tensor([0.0, 2.0], requires_grad=True)
     res = solve_ivp(
-        lambda t, y, k: -k * y, (0.0, 5.0), [1.0], t_eval=[0.5], events=hit, args=(k,), **TIGHT
+        clock_and_decay, (0.0, 10.0), y0, events=half, args=(k,), sensitivity=mode, **TIGHT
     )
-    (g,) = fd.grad(res.y[0, 0], k)
-    assert abs(g.item() + 0.5 * np.exp(-0.5)) < 1e-8
+    assert res.status == 1
+    # The event point: y1(t*) = t* = log(2 y0[1]) / k, y2(t*) = 0.5 whatever the inputs.
+    gk, gy0 = fd.grad(res.y[0, -1] + 3.0 * res.y[1, -1], (k, y0))
+    assert abs(gk.item() + np.log(4.0) / 0.8**2) < 1e-7
+    np.testing.assert_allclose(gy0.data, [1.0, 1.0 / (0.8 * 2.0)], rtol=1e-7, atol=1e-9)
+    # Outputs at fixed times before the event need no correction.
+    res = solve_ivp(clock_and_decay, (0.0, 5.0), y0, t_eval=[0.5], events=half, args=(k,), **TIGHT)
+    (g,) = fd.grad(res.y[1, 0], k)
+    assert abs(g.item() + 0.5 * 2.0 * np.exp(-0.4)) < 1e-8
 
 
 def test_gradients_are_never_dropped() -> None:

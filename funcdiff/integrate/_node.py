@@ -17,6 +17,7 @@ import numpy as np
 from funcdiff._core.tensor import Tensor
 from funcdiff.autograd import Function, is_grad_enabled
 from funcdiff.integrate._adjoint import adjoint_vjp
+from funcdiff.integrate._events import event_point_sensitivity
 from funcdiff.integrate._forward import second_order_sensitivities, solve_with_sensitivities
 from funcdiff.integrate._rhs import RightHandSide
 
@@ -55,6 +56,9 @@ class Problem:
         self.second: np.ndarray | None = None  # (n, m, P, P)
         self.output: Tensor | None = None
         self.event_stop = False
+        self.stop_event: Any = None  # the terminal event that ended the solve
+        self.event_corrected = False
+        self.unknown_stop = False
         self.differentiate_t = False
 
     @property
@@ -68,21 +72,27 @@ class Problem:
                 "funcdiff.integrate.solve_ivp: the solve failed, so its result has no "
                 f"derivative. SciPy's message: {self.result.message}"
             )
-        if self.event_stop:
+        if self.unknown_stop:
             raise NotImplementedError(
-                "funcdiff.integrate.solve_ivp: the solve stopped at a terminal event and "
-                "the last column of result.y is the event point, whose time depends on the "
-                "inputs; that derivative is not implemented. Pass t_eval (outputs at fixed "
-                "times before the event need no correction) or make the event non-terminal."
+                "funcdiff.integrate.solve_ivp: the solve stopped at a terminal event that "
+                "cannot be identified among events, so the derivative of the event point "
+                "(the last column of result.y) is not available"
             )
 
     # -- sensitivities ----------------------------------------------------------------
     def sensitivities(self) -> np.ndarray:
-        """``S`` at the output times, ``(n, m, P)``: solved once, then cached."""
+        """``S`` at the output times, ``(n, m, P)``: solved once, then cached.
+
+        When a terminal event ended the solve (``t_eval=None``), the last output is the
+        event point, and its column includes how the event time moves.
+        """
         if self.sens is None:
+            span = self.t_span
+            if self.event_stop:
+                span = (self.t_span[0], float(self.t_out[-1]))
             result = solve_with_sensitivities(
                 self.rhs,
-                self.t_span,
+                span,
                 self.y0,
                 self.seed_y0,
                 self.method,
@@ -96,10 +106,26 @@ class Problem:
                     f"the derivative is not available. SciPy's message: {result.message}"
                 )
             self.sens = sensitivities_of(result.y, self.rhs.n, self.n_inputs)
+        if self.event_stop and not self.event_corrected:
+            n0 = self.rhs.n if self.seed_y0 else 0
+            self.sens[:, -1] = event_point_sensitivity(
+                self.stop_event,
+                self.rhs,
+                float(self.t_out[-1]),
+                self.y_out[:, -1],
+                self.sens[:, -1],
+                n0,
+            )
+            self.event_corrected = True
         return self.sens
 
     def second_order(self) -> np.ndarray:
         """``d^2 y / dx dx`` at the output times, ``(n, m, P, P)``: solved once, cached."""
+        if self.event_stop:
+            raise NotImplementedError(
+                "funcdiff.integrate.solve_ivp: second derivatives of a solve that stopped at "
+                "a terminal event (t_eval=None) are not implemented"
+            )
         if self.second is None:
             _, s2 = second_order_sensitivities(
                 self.rhs,
@@ -146,7 +172,7 @@ class Problem:
         return np.concatenate([lam, q]) if self.seed_y0 else q
 
     def use_adjoint(self, batch: int) -> bool:
-        if self.sens is not None or self.sol is None:
+        if self.sens is not None or self.sol is None or self.event_stop:
             return False
         if self.mode == "adjoint":
             return True

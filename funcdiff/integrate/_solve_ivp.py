@@ -11,6 +11,7 @@ import scipy.sparse as sp
 
 from funcdiff._core.tensor import Tensor
 from funcdiff.autograd import is_grad_enabled
+from funcdiff.integrate._events import stopping_event
 from funcdiff.integrate._forward import IMPLICIT, solve_with_sensitivities, user_jacobian
 from funcdiff.integrate._node import Problem, SolveFunction, sensitivities_of
 from funcdiff.integrate._rhs import RightHandSide, as_scipy_jacobian, contains_tensor
@@ -87,8 +88,9 @@ def solve_ivp(
         When a result of a failed solve (``success=False``) is differentiated; the
         message quotes SciPy's.
     NotImplementedError
-        When the last column of ``y`` is a terminal event's point (``t_eval=None``)
-        and it is differentiated.
+        A second derivative of a terminal event's point (the last column of ``y``
+        with ``t_eval=None``); its first derivative includes the event time's
+        dependence on the inputs.
 
     Notes
     -----
@@ -288,6 +290,11 @@ def _solve_recorded(
     problem.t_out = np.asarray(result.t, dtype=float)
     problem.y_out = np.asarray(result.y, dtype=float).reshape(n, -1)
     problem.event_stop = result.status == 1 and t_eval is None
+    if problem.event_stop:
+        problem.stop_event = stopping_event(events, result.t_events, float(problem.t_out[-1]))
+        if problem.stop_event is None:  # cannot tell which event: refuse, never guess
+            problem.event_stop = False
+            problem.unknown_stop = True
     t_in = t_eval if isinstance(t_eval, Tensor) else None
     params = [arg_list[i] for i in positions]
     y_tensor = SolveFunction.apply(problem, y0 if isinstance(y0, Tensor) else None, t_in, *params)
