@@ -16,7 +16,6 @@ from funcdiff import (
     _methods,  # noqa: F401  (installs the Tensor's operators and methods)
     autograd,
     functional,
-    integrate,
     linalg,
     optimize,
     replay,
@@ -57,7 +56,6 @@ __all__ = [
     "as_tensor",
     "autograd",
     "functional",
-    "integrate",
     "linalg",
     "signal",
     "special",
