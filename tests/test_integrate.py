@@ -294,6 +294,35 @@ def test_implicit_methods_get_the_exact_jacobian_not_finite_differences(method) 
     np.testing.assert_allclose(res.y[:, -1], ref.y[:, -1], rtol=1e-3, atol=1e-3)
 
 
+@pytest.mark.parametrize("mode", ["forward", "adjoint"])
+def test_a_user_jacobian_is_honoured_and_solver_classes_work(mode) -> None:
+    used = []
+
+    def jac(t, y, a):
+        used.append(t)
+        return a
+
+    y0 = fd.tensor(Y0, requires_grad=True)
+    res = solve_ivp(
+        linear,
+        (0.0, 1.0),
+        y0,
+        method=si.BDF,
+        t_eval=[1.0],
+        args=(A,),
+        jac=jac,
+        sensitivity=mode,
+        vectorized=True,
+        **TIGHT,
+    )
+    (g,) = fd.grad(np.sum(res.y), y0)
+    np.testing.assert_allclose(g.data, np.ones(2) @ sl.expm(A), rtol=1e-7)
+    assert used
+    plain = solve_ivp(linear, (0.0, 1.0), Y0, method="Radau", args=(A,), jac=jac)
+    theirs = si.solve_ivp(linear, (0.0, 1.0), Y0, method="Radau", args=(A,), jac=jac)
+    np.testing.assert_array_equal(plain.y, theirs.y)
+
+
 def test_a_large_sparse_system_gets_a_sparse_jacobian() -> None:
     n = 40
 
@@ -468,6 +497,17 @@ def test_quad_gradients_follow_the_leibniz_rule() -> None:
         0.5 * np.sin(0.75) / 1.5 + np.cos(0.75) / 1.5**2
     )
     np.testing.assert_allclose(gs.data, [ds0, (8 - 0.125) / 3], rtol=1e-9)
+
+
+def test_quad_refuses_what_it_cannot_differentiate() -> None:
+    s = fd.tensor(2.0, requires_grad=True)
+    value, _ = quad(lambda x, s: np.exp(-s * x), 0.0, 1.0, args=(s,))
+    with pytest.raises(NotImplementedError, match="second derivatives"):
+        fd.grad(value, s, create_graph=True)
+    with pytest.raises(NotImplementedError, match="jvp"):
+        jvp(lambda s: quad(lambda x, s: np.exp(-s * x), 0.0, 1.0, args=(s,))[0], np.array(2.0))
+    with pytest.raises(NotImplementedError, match="weight"):
+        quad(lambda x, s: s * x, 0.0, 1.0, args=(s,), weight="cos", wvar=1.0)
 
 
 def test_quad_infinite_limit_and_plain_inputs() -> None:

@@ -16,7 +16,7 @@ import scipy.integrate as si
 
 from funcdiff import replay
 from funcdiff._core.tensor import Tensor
-from funcdiff.autograd import Function, is_grad_enabled, once_differentiable
+from funcdiff.autograd import Function, is_grad_enabled
 from funcdiff.integrate._rhs import contains_tensor
 
 __all__ = ["quad"]
@@ -53,8 +53,8 @@ def quad(func: Callable[..., Any], a: Any, b: Any, args: Any = (), **kwargs: Any
     Raises
     ------
     NotImplementedError
-        Differentiating with ``weight`` (a weighted integral), or a second derivative
-        (the derivative of ``value`` is computed once, not recorded).
+        Differentiating with ``weight`` (a weighted integral); a second derivative or
+        a forward-mode product (``jvp``) through ``value``.
 
     Examples
     --------
@@ -164,8 +164,13 @@ class QuadFunction(Function):
         return np.asarray(problem.value)
 
     @staticmethod
-    @once_differentiable
     def backward(ctx: Any, g: Any) -> Any:
+        if is_grad_enabled():  # create_graph, or forward mode transposing this vjp
+            raise NotImplementedError(
+                "funcdiff.integrate.quad: only first derivatives in reverse mode (grad, "
+                "backward, vjp, reverse-mode jacobian) are implemented; second derivatives "
+                "and forward-mode products (jvp) through quad are not"
+            )
         problem: _Quadrature = ctx.problem
         gd = float(np.asarray(g.data if isinstance(g, Tensor) else g))
         needs = ctx.needs_input_grad
