@@ -105,12 +105,6 @@ class RightHandSide:
             return gy, np.zeros(0)
         return gy, np.concatenate([np.reshape(g, -1) for g in grads[1:]])
 
-    def jvp(self, t: float, y: np.ndarray, dz: np.ndarray) -> np.ndarray:
-        """``df/dy dy + df/dp dp`` for ``dz = (dy, dp flattened)``."""
-        z = np.concatenate([y, self.flat_params()])
-        _, out = self.programs.jvp_all(_time(t), z, dz)
-        return np.reshape(out, (self.n,))
-
     # -- second derivatives ------------------------------------------------------------
     def weighted_hessian(self, t: float, y: np.ndarray, w: np.ndarray) -> np.ndarray:
         """The Hessian of ``w . f`` in ``z = (y, params flattened)``."""
@@ -134,7 +128,6 @@ class _Programs:
         self.jac_all = replay.jacobian(self.g, argnums=tuple(range(1, 2 + count)))
         self.jac_y = replay.jacobian(self.g, argnums=1)
         self.vjp_all = replay.vjp(self.g, argnums=tuple(range(1, 2 + count)))
-        self.jvp_all = replay.jvp(self.g_flat, argnums=1)
         self.hessian = replay.hessian(self.weighted, argnums=1)
         self.sparse: Any = None
         self.sparse_tried = False
@@ -148,7 +141,7 @@ class _Programs:
         return self.fun(t, y, *full)
 
     def g_flat(self, t: Any, z: Any) -> Any:
-        """``g`` of ``z = (y, params flattened)``: one input for jvps along ``(dy, dp)``."""
+        """``g`` of ``z = (y, params flattened)``: one input for second derivatives."""
         y = z[: self.n]
         params, offset = [], self.n
         for shape, size in zip(self.param_shapes, self.param_sizes):
