@@ -439,6 +439,25 @@ def test_result_fields_with_tensor_inputs() -> None:
     assert isinstance(res.sol(0.5), np.ndarray)
 
 
+def test_derivative_programs_are_shared_but_do_not_keep_functions_alive() -> None:
+    import gc
+    import weakref
+
+    def make():
+        return lambda t, y, k: -k * y
+
+    f = make()
+    for value in (0.5, 0.7):  # the second solve reuses the first one's programs
+        k = fd.tensor(value, requires_grad=True)
+        res = solve_ivp(f, (0.0, 1.0), [1.0], method="BDF", t_eval=[1.0], args=(k,), **TIGHT)
+        (g,) = fd.grad(res.y[0, 0], k)
+        assert abs(g.item() + np.exp(-value)) < 1e-8
+    ref = weakref.ref(f)
+    del f, res, k, g
+    gc.collect()
+    assert ref() is None
+
+
 # ---------------------------------------------------------------- odeint
 def test_odeint_plain_is_scipys() -> None:
     t = np.linspace(0, 2, 5)

@@ -118,7 +118,9 @@ class _Programs:
     shared by every solve that calls it so (the parameters are program inputs)."""
 
     def __init__(self, rhs: RightHandSide) -> None:
-        self.fun = rhs.fun
+        # A weak reference: the cache is keyed weakly by the function, and a value that
+        # held it strongly would keep every function ever solved alive.
+        self.fun_ref = _reference(rhs.fun)
         self.args = list(rhs.args)
         self.param_positions = rhs.param_positions
         self.param_shapes = list(rhs.param_shapes)
@@ -138,7 +140,10 @@ class _Programs:
         full = list(self.args)
         for i, p in zip(self.param_positions, params):
             full[i] = p
-        return self.fun(t, y, *full)
+        fun = self.fun_ref()
+        if fun is None:  # unreachable while a RightHandSide using these programs lives
+            raise RuntimeError("the right-hand side of this solve no longer exists")
+        return fun(t, y, *full)
 
     def g_flat(self, t: Any, z: Any) -> Any:
         """``g`` of ``z = (y, params flattened)``: one input for second derivatives."""
@@ -171,6 +176,13 @@ class _Programs:
             return None
         self.sparse = prepared
         return prepared
+
+
+def _reference(fun: Callable[..., Any]) -> Callable[[], Any]:
+    try:
+        return weakref.ref(fun)
+    except TypeError:  # a callable without weak references: held strongly, never cached
+        return lambda: fun
 
 
 _CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
