@@ -59,6 +59,7 @@ class Problem:
         self.stop_event: Any = None  # the terminal event that ended the solve
         self.event_corrected = False
         self.unknown_stop = False
+        self.adjoint_rows = 0  # adjoint solves run so far (for "auto")
         self.differentiate_t = False
 
     @property
@@ -169,6 +170,7 @@ class Problem:
             self.options,
             self.user_jac,
         )
+        self.adjoint_rows += 1
         return np.concatenate([lam, q]) if self.seed_y0 else q
 
     def use_adjoint(self, batch: int) -> bool:
@@ -176,9 +178,14 @@ class Problem:
             return False
         if self.mode == "adjoint":
             return True
-        # "auto" chose the adjoint for a vjp; a batch of cotangents (a Jacobian) is
-        # cheaper from forward sensitivities once it has as many rows as there are inputs.
-        return batch < max(2, self.n_inputs // 4)
+        # "auto" chose the adjoint for a vjp. Rows of a Jacobian, in one batch or one
+        # call after another, are cheaper from forward sensitivities (one solve of
+        # n (1 + P) states, then contractions) once the adjoints solved so far and asked
+        # for now (n + p states each) would add up to as much work.
+        n = self.rhs.n
+        per_row = n + self.rhs.n_params
+        forward = n * (1 + self.n_inputs)
+        return (self.adjoint_rows + batch) * per_row < forward
 
     # -- splitting the flat input vector ----------------------------------------------------
     def split(self, flat: Any) -> tuple[Any, list]:

@@ -61,8 +61,9 @@ def solve_ivp(
         sensitivities. ``"adjoint"`` solves the state alone and, for each vjp, solves
         the adjoint equations backward in time on the stored dense output (``n + p``
         states for ``p`` parameter elements). ``"auto"`` takes ``"forward"`` when
-        ``n (1 + P) <= 200`` and the adjoint otherwise (switching to forward
-        sensitivities when a whole Jacobian or a second derivative is asked for).
+        ``n (1 + P) <= 200`` and the adjoint otherwise, switching to forward
+        sensitivities when the rows asked for (a Jacobian) would cost as much in
+        adjoint solves, and for second derivatives.
     **options
         SciPy's solver options (``rtol``, ``atol``, ``jac``, ``jac_sparsity``,
         ``max_step``, ...). The sensitivity and adjoint equations are solved with the
