@@ -474,6 +474,28 @@ def test_derivative_programs_are_shared_but_do_not_keep_functions_alive() -> Non
     assert ref() is None
 
 
+def test_forward_mode_result_fields_are_the_states() -> None:
+    def crossing(t, y, a):
+        return y[0]
+
+    y0 = fd.tensor(Y0, requires_grad=True)
+    res = solve_ivp(
+        linear,
+        (0.0, 3.0),
+        y0,
+        args=(A,),
+        events=crossing,
+        dense_output=True,
+        sensitivity="forward",
+        **TIGHT,
+    )
+    ref = si.solve_ivp(linear, (0.0, 3.0), Y0, args=(A,), events=crossing, **TIGHT)
+    assert res.y.shape[0] == 2 and all(ye.shape[1] == 2 for ye in res.y_events)
+    np.testing.assert_allclose(res.t_events[0], ref.t_events[0], rtol=1e-8)
+    np.testing.assert_allclose(res.y_events[0], ref.y_events[0], atol=1e-9)
+    np.testing.assert_allclose(res.sol(2.0), sl.expm(2.0 * A) @ Y0, rtol=1e-7)
+
+
 # ---------------------------------------------------------------- odeint
 def test_odeint_plain_is_scipys() -> None:
     t = np.linspace(0, 2, 5)
