@@ -358,8 +358,18 @@ def main(argv: list[str] | None = None) -> int:
         _print(result)
         results.append(result)
     if not args.quick or args.json:
+        from benchmarks._machine import machine
+
+        header = machine(dict(_env.REPORT))
+        try:
+            import casadi
+
+            header["casadi"] = casadi.__version__
+        except ImportError:
+            header["casadi"] = None
         out = Path(args.json) if args.json else HERE / "results" / f"ode-{_dt.date.today()}.json"
-        out.write_text(json.dumps({"rounds": rounds, "problems": results}, indent=1))
+        record = {"machine": header, "rounds": rounds, "problems": results}
+        out.write_text(json.dumps(record, indent=1, default=str))
         print(f"\nwritten to {out}")
     return 0
 
