@@ -445,9 +445,9 @@ def jacobian_forward(
         # Rows are input elements: transposed, the columns of input j are its block.
         # (Array methods, not np.moveaxis and np.reshape: on small problems their
         # argument normalisation costs more than the arithmetic.)
-        columns = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
+        columns: Any = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
         out_shape = np.shape(out)
-        entries = []
+        entries: list[Tensor] = []
         for j, inp in enumerate(inputs):
             block = columns[:, offsets[j] : offsets[j + 1]].reshape(out_shape + inp.shape)
             entries.append(block if create_graph else wrap(block, False, None, 0))

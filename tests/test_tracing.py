@@ -263,21 +263,3 @@ def test_a_tracer_sees_only_its_own_thread() -> None:
     other["y"].sum().backward()
     np.testing.assert_allclose(x.grad.data, np.sin(X) + X * np.cos(X))
     assert tracing.TRACING[0] == 0
-
-
-def test_the_transforms_share_one_validator() -> None:
-    for make in (replay.grad, lambda f: fs.prepare_jacobian(f, np.ones(2))):
-        with pytest.raises(TypeError, match="^f must be callable, got int$"):
-            make(3)
-    with pytest.raises(TypeError, match=r"argnums must be an int or a tuple of ints, got \[0\]"):
-        replay.grad(np.sum, argnums=[0])
-    with pytest.raises(TypeError, match="argnums 2 names argument 2, but the call has 1"):
-        replay.grad(np.sum, argnums=2)(np.ones(2))
-    with pytest.raises(ValueError, match="^max_traces must be a positive integer, got 0$"):
-        replay.grad(np.sum, max_traces=0)
-    with pytest.raises(ValueError, match="^max_patterns must be a positive integer, got True$"):
-        fs.prepare_jacobian(lambda x: x, np.ones(2), max_patterns=True)
-    with pytest.raises(ValueError, match="^on_guard_failure must be 'retrace' or 'raise', got"):
-        replay.grad(np.sum, on_guard_failure="redetect")
-    with pytest.raises(ValueError, match="^mode must be 'auto', 'forward' or 'reverse', got 'x'$"):
-        fs.prepare_jacobian(lambda x: x, np.ones(2), mode="x")
