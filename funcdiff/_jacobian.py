@@ -415,7 +415,8 @@ def jacobian_forward(
         offsets.append(offsets[-1] + inp.size)
     total = offsets[-1]
     step = (chunk_size or max(total, 1)) if vectorize else 1
-    live = [o for o in outputs if isinstance(o, Tensor) and o.requires_grad]
+    shapes = [o.shape if isinstance(o, (Tensor, np.ndarray)) else np.shape(o) for o in outputs]
+    live = [i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o.requires_grad]
     pieces: list[list[Any]] = [[] for _ in outputs]
     for start in range(0, total, step):
         stop = min(start + step, total)
@@ -425,15 +426,14 @@ def jacobian_forward(
                 rows = basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
                 seed = rows if vectorize else rows[0]
                 seeds[gradient_edge(inp)] = wrap(seed, False, None, 0) if create_graph else seed
-        pushed = dict(
-            zip(
-                map(id, live),
-                push_forward(live, seeds, create_graph=create_graph, batched=vectorize),
-            )
-        )
+        pushed: list[Any] = [None] * len(outputs)
+        live_outputs = [outputs[i] for i in live]
+        tangents = push_forward(live_outputs, seeds, create_graph=create_graph, batched=vectorize)
+        for i, t in zip(live, tangents, strict=True):
+            pushed[i] = t
         for i, out in enumerate(outputs):
-            t = pushed.get(id(out))
-            shape = (stop - start, math.prod(np.shape(out)))
+            t = pushed[i]
+            shape = (stop - start, math.prod(shapes[i]))
             if t is None:
                 dtype = out.dtype if hasattr(out, "dtype") else np.result_type(out)
                 t = np.zeros(shape, dtype if dtype.kind == "f" else inputs[0].dtype)
@@ -441,12 +441,12 @@ def jacobian_forward(
                     t = wrap(t, False, None, 0)
             pieces[i].append(t.reshape(shape))
     jac = []
-    for i, out in enumerate(outputs):
+    for i in range(len(outputs)):
         # Rows are input elements: transposed, the columns of input j are its block.
         # (Array methods, not np.moveaxis and np.reshape: on small problems their
         # argument normalisation costs more than the arithmetic.)
         columns: Any = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
-        out_shape = np.shape(out)
+        out_shape = shapes[i]
         entries: list[Tensor] = []
         for j, inp in enumerate(inputs):
             block = columns[:, offsets[j] : offsets[j + 1]].reshape(out_shape + inp.shape)
