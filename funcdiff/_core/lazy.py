@@ -33,7 +33,7 @@ import importlib
 import sys
 from typing import Any
 
-__all__ = ["LazyReference", "scipy"]
+__all__ = ["LazyReference", "resolved", "scipy"]
 
 _UNRESOLVED = object()
 
@@ -96,6 +96,11 @@ class LazyReference:
         if self._target is _UNRESOLVED:
             return f"<{where}, imported on first use>"
         return repr(self._target)
+
+
+def resolved(obj: Any) -> Any:
+    """``obj`` itself, or the object a :class:`LazyReference` stands for (imported now)."""
+    return obj.resolve() if isinstance(obj, LazyReference) else obj
 
 
 class _LazyPackage:
