@@ -11,14 +11,19 @@ import numpy as np
 
 from funcdiff._core.tensor import tensor
 from funcdiff.autograd import enable_grad
+from funcdiff.check._common import (
+    any_complex,
+    as_array,
+    default_rtol,
+    lowest_precision,
+    machine_eps,
+    realify,
+)
 from funcdiff.check.analytical import ADJacobian, UserGradientTarget, UserHessian, UserJacobian
 from funcdiff.check.blocks import check_blocks
-from funcdiff.check.complex_values import any_complex, realify
 from funcdiff.check.consistency import forward_values_check, second_order_checks
-from funcdiff.check.precision import default_rtol, lowest_precision, machine_eps
-from funcdiff.check.report import ConsistencyCheck, DerivativeReport
+from funcdiff.check.results import ConsistencyCheck, DerivativeReport
 from funcdiff.check.targets import FirstOrderTarget, Problem, SecondOrderTarget, probe_complex
-from funcdiff.check.values import as_array
 
 __all__ = ["check_derivatives"]
 

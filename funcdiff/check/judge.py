@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from funcdiff.check.precision import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
-from funcdiff.check.report import ElementResult, PairResult
+from funcdiff.check._common import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
+from funcdiff.check.results import ElementResult, PairResult
 from funcdiff.check.targets import Target
 
 __all__ = ["judge_block"]
