@@ -365,7 +365,7 @@ def _ad_hessian(problem: Problem, first: _FirstOrder, run: _Run, eps: float) -> 
 def _realified(func, inputs, argnums, method, jac, hess):
     """A complex input ``z`` becomes two real ones, ``z.real`` and ``z.imag`` (the
     report names their positions), and complex results their parts: the blocks then
-    hold both Wirtinger derivatives (see :mod:`funcdiff.check.complex_values`)."""
+    hold both Wirtinger derivatives (see :mod:`funcdiff.check._common`)."""
     if jac is not None or hess is not None:
         raise TypeError(
             "check_derivatives compares a hand-written jac/hess of real inputs only; for a "
