@@ -272,6 +272,16 @@ def test_hessian_in_initial_values_and_parameters_with_the_adjoint() -> None:
     np.testing.assert_allclose(h, central(exact_gradient, x0, h=1e-4), rtol=1e-5)
 
 
+def test_second_derivatives_of_too_many_inputs_are_refused_clearly() -> None:
+    a = -np.eye(30)
+
+    def loss(y0):
+        return np.sum(solve_ivp(lambda t, y: a @ y, (0.0, 1.0), y0, t_eval=[1.0]).y ** 2)
+
+    with pytest.raises(NotImplementedError, match="second-order sensitivity"):
+        hessian(loss, np.ones(30))
+
+
 def test_second_derivative_with_respect_to_y0_of_a_linear_ode_is_zero_and_in_time_exact() -> None:
     y0 = fd.tensor(Y0, requires_grad=True)
     res = solve_ivp(linear, (0.0, 1.0), y0, t_eval=[1.0], args=(A,), **TIGHT)

@@ -21,7 +21,10 @@ from funcdiff.integrate._events import event_point_sensitivity
 from funcdiff.integrate._forward import second_order_sensitivities, solve_with_sensitivities
 from funcdiff.integrate._rhs import RightHandSide
 
-__all__ = ["Problem", "SolveFunction"]
+__all__ = ["Problem", "SolveFunction", "SECOND_ORDER_STATES"]
+
+#: The largest second-order sensitivity system, ``n (1 + P + P^2)`` states, solved.
+SECOND_ORDER_STATES = 20_000
 
 
 class Problem:
@@ -128,6 +131,16 @@ class Problem:
                 "a terminal event (t_eval=None) are not implemented"
             )
         if self.second is None:
+            inputs = self.n_inputs
+            states = self.rhs.n * (1 + inputs + inputs * inputs)
+            if states > SECOND_ORDER_STATES:
+                raise NotImplementedError(
+                    "funcdiff.integrate.solve_ivp: second derivatives solve the second-order "
+                    f"sensitivity equations, n (1 + P + P^2) = {states} states here for "
+                    f"n = {self.rhs.n} states and P = {inputs} inputs; above "
+                    f"{SECOND_ORDER_STATES} that is not implemented (differentiate with "
+                    "respect to fewer inputs)"
+                )
             _, s2 = second_order_sensitivities(
                 self.rhs,
                 self.t_span,
