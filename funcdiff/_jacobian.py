@@ -416,8 +416,17 @@ def jacobian_forward(
         offsets.append(offsets[-1] + inp.size)
     total = offsets[-1]
     step = (chunk_size or max(total, 1)) if vectorize else 1
-    shapes = [o.shape if isinstance(o, (Tensor, np.ndarray)) else np.shape(o) for o in outputs]
-    live = [i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o.requires_grad]
+    shapes: list[tuple[int, ...]] = []
+    sizes: list[int] = []
+    live: list[Tensor] = []  # push_forward answers None for a Tensor that needs no grad
+    for o in outputs:
+        if isinstance(o, Tensor):
+            live.append(o)
+            shapes.append(o.shape)
+            sizes.append(o.size)
+        else:
+            shapes.append(np.shape(o))
+            sizes.append(math.prod(shapes[-1]))
     pieces: list[list[Any]] = [[] for _ in outputs]
     for start in range(0, total, step):
         stop = min(start + step, total)
@@ -427,14 +436,13 @@ def jacobian_forward(
                 rows = basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
                 seed = rows if vectorize else rows[0]
                 seeds[gradient_edge(inp)] = wrap(seed, False, None, 0) if create_graph else seed
-        pushed: list[Any] = [None] * len(outputs)
-        live_outputs = [outputs[i] for i in live]
-        tangents = push_forward(live_outputs, seeds, create_graph=create_graph, batched=vectorize)
-        for i, t in zip(live, tangents, strict=True):
-            pushed[i] = t
+        pushed = push_forward(live, seeds, create_graph=create_graph, batched=vectorize)
+        if len(live) != len(outputs):
+            by_id = dict(zip(map(id, live), pushed))
+            pushed = [by_id.get(id(o)) for o in outputs]
         for i, out in enumerate(outputs):
             t = pushed[i]
-            shape = (stop - start, math.prod(shapes[i]))
+            shape = (stop - start, sizes[i])
             if t is None:
                 dtype = out.dtype if hasattr(out, "dtype") else np.result_type(out)
                 t = np.zeros(shape, dtype if dtype.kind == "f" else inputs[0].dtype)
