@@ -391,3 +391,30 @@ def test_csr_array_product_errors():
         K @ sp.eye_array(2)
     with pytest.raises(ValueError, match="takes \\(data, indices, indptr\\)"):
         fs.csr_array(np.eye(2))
+
+
+def test_the_reverse_pass_reuses_the_forward_factorization(monkeypatch):
+    import funcdiff.rules.sparse_linalg as rules
+
+    calls = []
+    original = rules.spla.splu
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(rules.spla, "splu", counting)
+    data0, indices, indptr = _structure()
+    values = fd.tensor(data0.copy(), requires_grad=True)
+    b = fd.tensor(np.ones(4), requires_grad=True)
+    x = spsolve(fs.csr_array((values, indices, indptr), shape=(4, 4)), b)
+    fd.grad(np.sum(x**2), (values, b))
+    assert len(calls) == 1  # one factorization serves the solve and its transpose
+    # Values changed in place are never served stale factors.
+    array = np.array(data0)
+    first = spsolve(fs.csr_array((array, indices, indptr), shape=(4, 4)), np.ones(4))
+    array[0] = 10.0
+    second = spsolve(fs.csr_array((array, indices, indptr), shape=(4, 4)), np.ones(4))
+    dense, _ = _dense_of(array, indices, indptr)
+    np.testing.assert_allclose(second, np.linalg.solve(dense, np.ones(4)), rtol=1e-12)
+    assert not np.allclose(first, second)

@@ -33,6 +33,10 @@ tensor([-0.5  , -0.5  , -0.125])
 
 from __future__ import annotations
 
+import functools
+import threading
+import weakref
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -129,10 +133,54 @@ def _matrix(data: Any, indices: Any, indptr: Any, shape: tuple) -> sp.csr_array:
     return A
 
 
+#: The latest factorizations by the identity of their stored values: the reverse pass's
+#: solve with ``A.T`` (and a repeated solve with the same matrix) reuses the forward's
+#: factors. An entry is used only when values, structure and shape are equal to those
+#: it was made from, and goes when its values' array is freed.
+_RECENT: OrderedDict[int, tuple] = OrderedDict()
+_RECENT_SIZE = 4
+_RECENT_LOCK = threading.Lock()
+
+
+def _forget(key: int, ref: weakref.ref) -> None:
+    with _RECENT_LOCK:
+        entry = _RECENT.get(key)
+        if entry is not None and entry[0] is ref:
+            del _RECENT[key]
+
+
+def _factors_of(data: Any, indices: Any, indptr: Any, shape: tuple) -> Any:
+    data = np.asarray(data)
+    key = id(data)
+    with _RECENT_LOCK:
+        entry = _RECENT.get(key)
+    if entry is not None:
+        ref, values, saved_indices, saved_indptr, saved_shape, lu = entry
+        if (
+            ref() is data
+            and saved_shape == tuple(shape)
+            and np.array_equal(values, data)
+            and np.array_equal(saved_indices, indices)
+            and np.array_equal(saved_indptr, indptr)
+        ):
+            with _RECENT_LOCK:
+                if key in _RECENT:
+                    _RECENT.move_to_end(key)
+            return lu
+    lu = factorize(_matrix(data, indices, indptr, shape))
+    ref = weakref.ref(data, functools.partial(_forget, key))
+    saved = (ref, data.copy(), np.array(indices), np.array(indptr), tuple(shape), lu)
+    with _RECENT_LOCK:
+        _RECENT[key] = saved
+        while len(_RECENT) > _RECENT_SIZE:
+            _RECENT.popitem(last=False)
+    return lu
+
+
 def _csr_solve_forward(
     data: Any, indices: Any, indptr: Any, b: Any, shape: tuple, trans: bool = False
 ) -> Any:
-    lu = factorize(_matrix(data, indices, indptr, shape))
+    lu = _factors_of(data, indices, indptr, shape)
     mode = "T" if trans else "N"
     return _columns(b, lambda flat: lu.solve(np.ascontiguousarray(flat), trans=mode))
 
