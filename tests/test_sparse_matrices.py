@@ -330,3 +330,24 @@ def test_a_zero_dimensional_tensor_is_refused_with_a_clear_error():
     A = sp.csr_matrix(_dense(3, 3))
     with pytest.raises(TypeError, match="0-d Tensor"):
         A * fd.tensor(2.0, requires_grad=True)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dia"])
+def test_tensor_on_the_left_of_star_is_the_matrix_product_for_matrix_classes(fmt):
+    dense = _dense(3, 4, seed=9)
+    x0 = np.random.default_rng(19).normal(size=3)
+    x = fd.tensor(x0, requires_grad=True)
+    y = x * _sparse(dense, fmt, "matrix")  # spmatrix: * is the matrix product
+    np.testing.assert_allclose(y.data, x0 @ dense)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, dense.sum(axis=1))
+
+
+def test_elementwise_operators_with_sparse_arrays_are_refused_not_garbage():
+    A = sp.csr_array(_dense(2, 2, seed=10))
+    x = fd.tensor(np.ones(2), requires_grad=True)
+    # NumPy would build an object array of matrices; SciPy's own operators refuse instead.
+    with pytest.raises((RuntimeError, TypeError, NotImplementedError, ValueError)):
+        x * A
+    with pytest.raises((RuntimeError, TypeError, NotImplementedError, ValueError)):
+        x + A
