@@ -418,3 +418,25 @@ def test_the_reverse_pass_reuses_the_forward_factorization(monkeypatch):
     dense, _ = _dense_of(array, indices, indptr)
     np.testing.assert_allclose(second, np.linalg.solve(dense, np.ones(4)), rtol=1e-12)
     assert not np.allclose(first, second)
+
+
+def test_coordinate_form_keeps_the_order_of_data_and_adds_duplicates():
+    row = np.array([2, 0, 1, 0, 2, 2])
+    col = np.array([1, 2, 0, 0, 1, 2])  # (2, 1) twice
+    data0 = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    data = fd.tensor(data0, requires_grad=True)
+    K = fs.csr_array((data, (row, col)), shape=(3, 3))
+    reference = sp.coo_array((data0, (row, col)), shape=(3, 3))
+    np.testing.assert_allclose(K.toarray().data, reference.toarray())
+    x0, w = np.array([1.0, -2.0, 3.0]), np.array([0.5, 2.0, -1.0])
+    y = K @ x0
+    np.testing.assert_allclose(y.data, reference @ x0)
+    (g,) = fd.grad(np.sum(w * y), data)
+    np.testing.assert_allclose(g.numpy(), w[row] * x0[col])  # in the order given
+    assert fs.csr_array((data0, (row, col))).shape == (3, 3)
+    from_scipy = fs.csr_array(sp.lil_array(reference))
+    np.testing.assert_allclose(from_scipy @ x0, reference @ x0)
+    with pytest.raises(ValueError, match="out of bounds"):
+        fs.csr_array((data0, (row, col)), shape=(2, 3))
+    with pytest.raises(ValueError, match="same length"):
+        fs.csr_array((data0[:5], (row, col)), shape=(3, 3))

@@ -92,16 +92,43 @@ def _checked_structure(
     return m, n
 
 
+def _from_coordinates(arg1: tuple, shape: Any) -> tuple[tuple, tuple[int, int]]:
+    """``(data, (row, col))`` as ``(data, indices, indptr)``: the entries sorted by row
+    (then column) with a recorded gather of ``data``; duplicates stay and add."""
+    data, coordinates = arg1
+    if not (isinstance(coordinates, tuple) and len(coordinates) == 2):
+        raise ValueError("csr_array: the coordinate form is (data, (row, col))")
+    row, col = (_index_array(c, name) for c, name in zip(coordinates, ("row", "col")))
+    if not isinstance(data, Tensor):
+        data = np.asarray(data)
+    if np.ndim(data) != 1 or not (row.size == col.size == np.shape(data)[0]):
+        raise ValueError(
+            f"csr_array: row, column and data arrays must have the same length "
+            f"({row.size}, {col.size}, {np.shape(data)[0] if np.ndim(data) else 'scalar'})"
+        )
+    if shape is None:
+        shape = (int(row.max()) + 1 if row.size else 0, int(col.max()) + 1 if col.size else 0)
+    m, n = (int(s) for s in shape)
+    if row.size and (row.min() < 0 or row.max() >= m or col.min() < 0 or col.max() >= n):
+        raise ValueError(f"csr_array: a row or column index is out of bounds for {(m, n)}")
+    order = np.lexsort((col, row))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(row, minlength=m))]).astype(np.int64)
+    return (data[order], col[order], indptr), (m, n)
+
+
 class csr_array:  # noqa: N801  (SciPy's name)
     """A CSR sparse matrix whose stored values may be a Tensor.
 
     Parameters
     ----------
-    arg1 : tuple
+    arg1 : tuple or scipy.sparse array or matrix
         ``(data, indices, indptr)``, SciPy's CSR form: the values of row ``i`` are
-        ``data[indptr[i]:indptr[i + 1]]``, in the columns ``indices[indptr[i]:indptr[i + 1]]``.
-        ``data`` is a Tensor (differentiated) or an array; duplicate entries add and
-        explicitly stored zeros are kept (they have a derivative).
+        ``data[indptr[i]:indptr[i + 1]]``, in the columns ``indices[indptr[i]:indptr[i + 1]]``;
+        or ``(data, (row, col))``, the coordinate form (the entries are put in CSR order
+        by a recorded gather, so ``data``'s gradient keeps the order given); or a
+        scipy.sparse matrix (constant values). ``data`` is a Tensor (differentiated) or
+        an array; duplicate entries add and explicitly stored zeros are kept (they have a
+        derivative).
     shape : tuple of int, optional
         ``(m, n)``; inferred from ``indptr`` and ``indices`` when omitted.
 
@@ -126,9 +153,16 @@ class csr_array:  # noqa: N801  (SciPy's name)
     __array_ufunc__ = None
 
     def __init__(self, arg1: Any, shape: Any = None) -> None:
+        if isinstance(arg1, (sp.sparray, sp.spmatrix)):
+            converted = sp.csr_array(arg1)
+            arg1 = (converted.data, converted.indices, converted.indptr)
+            shape = converted.shape if shape is None else shape
+        elif isinstance(arg1, tuple) and len(arg1) == 2:
+            arg1, shape = _from_coordinates(arg1, shape)
         if not (isinstance(arg1, tuple) and len(arg1) == 3):
             raise ValueError(
-                "funcdiff.sparse.csr_array takes (data, indices, indptr), SciPy's CSR form; "
+                "funcdiff.sparse.csr_array takes (data, indices, indptr) or "
+                "(data, (row, col)), SciPy's forms, or a scipy.sparse matrix; "
                 f"got {type(arg1).__name__}"
             )
         data, indices, indptr = arg1
