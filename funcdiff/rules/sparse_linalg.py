@@ -47,7 +47,7 @@ from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, re
 
 __all__ = ["lu_solve", "csr_solve", "factorize", "other_trans"]
 
-_FAMILY = "sparse linalg"
+_FAMILY = "linalg"
 
 
 def other_trans(trans: str) -> str:
@@ -90,6 +90,7 @@ def _lu_solve_forward(lu: Any, b: Any, trans: str = "N") -> Any:
 
 
 lu_solve = dispatching(_lu_solve_forward)
+lu_solve.public_name = "funcdiff.sparse.linalg.splu(A).solve"  # type: ignore[attr-defined]
 
 
 def _lu_solve_vjp(g: Any, ans: Any, lu: Any, b: Any, trans: str = "N") -> Any:
@@ -186,6 +187,7 @@ def _csr_solve_forward(
 
 
 csr_solve = dispatching(_csr_solve_forward)
+csr_solve.public_name = "funcdiff.sparse.linalg.spsolve"  # type: ignore[attr-defined]
 
 
 def entry_rows(indptr: Any) -> np.ndarray:

@@ -77,6 +77,8 @@ def _sparse_matmul_forward(A: Any, x: Any) -> Any:
 
 
 sparse_matmul = dispatching(_sparse_matmul_forward)
+# How users write it, for the table of supported functions.
+sparse_matmul.public_name = "A @ x, A.dot(x), x @ A (A a scipy.sparse matrix)"  # type: ignore[attr-defined]
 
 
 def _with_batch_last(M: Any, v: Any, nb: int) -> Any:
@@ -116,7 +118,7 @@ register(
             Case((_case_matrix("csr", (2, 3), 2), Arg((3, 2, 2)))),
         ),
         convention="A is a constant; differentiable in x; A.T @ g backward",
-        family="contractions",
+        family="linalg",
     ),
     sparse_matmul,
 )

@@ -32,7 +32,7 @@ from typing import Any
 import scipy.sparse as sp
 
 from funcdiff._core.tensor import tensor
-from funcdiff.sparse import linalg
+from funcdiff.sparse import linalg  # noqa: F401  (fs.linalg, the submodule)
 from funcdiff.sparse._detect import run_traced
 from funcdiff.sparse._prepared import (
     SparseHessian,
@@ -56,7 +56,6 @@ __all__ = [
     "SparsityError",
     "SparsityGuardError",
     "csr_array",
-    "linalg",
 ]
 
 
