@@ -440,3 +440,19 @@ def test_coordinate_form_keeps_the_order_of_data_and_adds_duplicates():
         fs.csr_array((data0, (row, col)), shape=(2, 3))
     with pytest.raises(ValueError, match="same length"):
         fs.csr_array((data0[:5], (row, col)), shape=(3, 3))
+
+
+def test_forward_mode_with_respect_to_stored_values_against_differences():
+    data0, indices, indptr = _structure()
+    b0 = np.array([1.0, -2.0, 0.5, 3.0])
+    v = np.random.default_rng(20).normal(size=data0.size)
+
+    def solve(values):
+        return spsolve(fs.csr_array((values, indices, indptr), shape=(4, 4)), b0)
+
+    _, jv = F.jvp(solve, data0, v)
+    eps = 1e-6
+    fdiff = (solve(data0 + eps * v) - solve(data0 - eps * v)) / (2 * eps)
+    np.testing.assert_allclose(jv, fdiff, rtol=1e-6, atol=1e-9)
+    J = F.jacobian(solve, data0, strategy="forward-mode")
+    np.testing.assert_allclose(J @ v, jv, rtol=1e-12, atol=1e-14)
