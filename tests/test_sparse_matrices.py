@@ -107,8 +107,9 @@ def test_coo_batches_over_leading_axes_like_scipy():
     np.testing.assert_allclose(y.data, left @ A, rtol=1e-13)
 
 
-def test_one_dimensional_sparse_arrays():
-    a = sp.coo_array(np.array([1.0, 0.0, 2.0]))
+@pytest.mark.parametrize("fmt", ["coo", "csr"])
+def test_one_dimensional_sparse_arrays(fmt):
+    a = getattr(sp, f"{fmt}_array")(np.array([1.0, 0.0, 2.0]))
     x = fd.tensor([3.0, 4.0, 5.0], requires_grad=True)
     y = a @ x
     assert y.shape == () and y.item() == pytest.approx(a @ x.data)
@@ -322,6 +323,8 @@ def test_three_dimensional_operands_raise_like_scipy():
     A = sp.csr_array(_dense(3, 4))
     with pytest.raises(ValueError, match="could not interpret dimensions"):
         A @ fd.tensor(np.ones((2, 4, 1)), requires_grad=True)
+    with pytest.raises(ValueError, match="could not interpret dimensions"):
+        A.dot(fd.tensor(np.ones((2, 4, 1)), requires_grad=True))
     with pytest.raises(ValueError, match="could not interpret dimensions"):
         np.ones((2, 4, 3)) @ A  # SciPy's own message, for comparison
 

@@ -197,6 +197,8 @@ def dot_tensor(A: Any, x: Any) -> Any:
     (``numpy.dot``'s shapes)."""
     if x.ndim <= 2:
         return matmul_tensor(A, x)
+    if not _is_coo(A):  # SciPy's other formats take 1-d and 2-d operands only
+        raise ValueError("could not interpret dimensions")
     M = _as_2d(A)
     if x.shape[-2] != M.shape[1]:
         raise ValueError(f"shapes {A.shape} and {x.shape} not aligned for dot")
