@@ -456,3 +456,19 @@ def test_forward_mode_with_respect_to_stored_values_against_differences():
     np.testing.assert_allclose(jv, fdiff, rtol=1e-6, atol=1e-9)
     J = F.jacobian(solve, data0, strategy="forward-mode")
     np.testing.assert_allclose(J @ v, jv, rtol=1e-12, atol=1e-14)
+
+
+def test_scaling_a_csr_array_by_a_tensor():
+    data0, indices, indptr = _structure()
+    t = fd.tensor(3.0, requires_grad=True)
+    data = fd.tensor(data0, requires_grad=True)
+    K = fs.csr_array((data, indices, indptr), shape=(4, 4))
+    x0 = np.array([1.0, 2.0, -1.0, 0.5])
+    y = (t * K) @ x0 + (K / t) @ x0 - (-K) @ x0
+    dense, _ = _dense_of(data0, indices, indptr)
+    np.testing.assert_allclose(y.data, (3.0 + 1 / 3 + 1.0) * dense @ x0, rtol=1e-13)
+    g_t, g_data = fd.grad(np.sum(y), (t, data))
+    assert g_t.item() == pytest.approx((1.0 - 1 / 9) * np.sum(dense @ x0))
+    np.testing.assert_allclose(g_data.numpy(), (3.0 + 1 / 3 + 1.0) * x0[indices], rtol=1e-13)
+    with pytest.raises(TypeError, match="scalar"):
+        K * np.ones(4)

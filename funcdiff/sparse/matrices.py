@@ -141,7 +141,8 @@ class csr_array:  # noqa: N801  (SciPy's name)
     Notes
     -----
     Supports ``K @ x`` and ``x @ K`` with ndarrays and Tensors of shape ``(n,)`` or
-    ``(n, k)`` (SciPy's shapes), ``K.dot(x)``, ``K.T`` (the stored values permuted
+    ``(n, k)`` (SciPy's shapes), ``K.dot(x)``, scaling by a number or a 0-d Tensor
+    (``t * K``, ``K / t``, ``-K``), ``K.T`` (the stored values permuted
     into the transpose's order, a recorded gather), :func:`funcdiff.sparse.linalg.spsolve`
     and :meth:`toarray`. Gradients with respect to ``data`` have ``data``'s shape.
     Products cost a gather and a sparse product per call, ``O(nnz * k)``.
@@ -281,6 +282,26 @@ class csr_array:  # noqa: N801  (SciPy's name)
     def dot(self, other: Any) -> Any:
         """``self @ other``."""
         return self._times(other)
+
+    # ------------------------------------------------------------ scaling
+    def _scaled(self, factor: Any, name: str) -> csr_array:
+        if np.ndim(factor) != 0 or isinstance(factor, (csr_array, sp.sparray, sp.spmatrix)):
+            raise TypeError(
+                f"funcdiff.sparse.csr_array {name} takes a scalar (a number or a 0-d Tensor); "
+                "for a matrix product use @"
+            )
+        return csr_array((self.data * factor, self.indices, self.indptr), shape=self.shape)
+
+    def __mul__(self, other: Any) -> csr_array:
+        return self._scaled(other, "*")
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, other: Any) -> csr_array:
+        return self._scaled(1.0 / other, "/")
+
+    def __neg__(self) -> csr_array:
+        return csr_array((-self.data, self.indices, self.indptr), shape=self.shape)
 
 
 setattr(csr_array, DEFERS_MATMUL, True)  # tensor @ K reaches K.__rmatmul__
