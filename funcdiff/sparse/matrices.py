@@ -184,6 +184,7 @@ class csr_array:  # noqa: N801  (SciPy's name)
 
     @property
     def dtype(self) -> np.dtype:
+        """The dtype of the stored values."""
         return self.data.dtype
 
     def __repr__(self) -> str:
@@ -239,6 +240,7 @@ class csr_array:  # noqa: N801  (SciPy's name)
         return self.transpose()
 
     def transpose(self) -> csr_array:
+        """The transpose (see :attr:`T`)."""
         m, n = self.shape
         order = np.argsort(self.indices, kind="stable")  # by column, rows in order
         counts = np.bincount(self.indices, minlength=n)
