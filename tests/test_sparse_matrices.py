@@ -354,3 +354,24 @@ def test_elementwise_operators_with_sparse_arrays_are_refused_not_garbage():
         x * A
     with pytest.raises((RuntimeError, TypeError, NotImplementedError, ValueError)):
         x + A
+
+
+def test_the_handover_is_installed_once_on_every_class_that_dispatches():
+    from funcdiff.rules import sparse_matmul as handover
+
+    before = {
+        (cls, name): cls.__dict__[name]
+        for cls in handover._sparse_classes()
+        for name in ("_matmul_dispatch", "_rmatmul_dispatch", "dot")
+        if name in cls.__dict__
+    }
+    assert before and all(hasattr(m, "__funcdiff_original__") for m in before.values())
+    handover.install_handover()  # again: nothing is wrapped twice
+    for (cls, name), method in before.items():
+        assert cls.__dict__[name] is method
+    # SciPy's own answer for ndarrays, bit for bit.
+    A = sp.coo_array(_dense(4, 3, seed=21))
+    x0 = np.arange(3.0)
+    owner = next(c for c in type(A).__mro__ if "_matmul_dispatch" in c.__dict__)
+    original = owner.__dict__["_matmul_dispatch"].__funcdiff_original__
+    assert np.array_equal(A @ x0, original(A, x0))
