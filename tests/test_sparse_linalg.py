@@ -394,16 +394,14 @@ def test_csr_array_product_errors():
 
 
 def test_the_reverse_pass_reuses_the_forward_factorization(monkeypatch):
-    import funcdiff.rules.sparse_linalg as rules
-
     calls = []
-    original = rules.spla.splu
+    original = spla.splu
 
     def counting(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(rules.spla, "splu", counting)
+    monkeypatch.setattr(spla, "splu", counting)
     data0, indices, indptr = _structure()
     values = fd.tensor(data0.copy(), requires_grad=True)
     b = fd.tensor(np.ones(4), requires_grad=True)

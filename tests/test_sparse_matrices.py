@@ -8,6 +8,10 @@ replay, and the errors.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -375,3 +379,31 @@ def test_the_handover_is_installed_once_on_every_class_that_dispatches():
     owner = next(c for c in type(A).__mro__ if "_matmul_dispatch" in c.__dict__)
     original = owner.__dict__["_matmul_dispatch"].__funcdiff_original__
     assert np.array_equal(A @ x0, original(A, x0))
+
+
+@pytest.mark.parametrize("scipy_first", [False, True])
+def test_the_handover_works_whichever_is_imported_first(scipy_first):
+    """``import funcdiff`` leaves scipy.sparse unloaded; the hand-over is installed when
+    SciPy's sparse package loads (or at once, when it was loaded before)."""
+    program = f"""
+import json, sys
+if {scipy_first}:
+    import scipy.sparse
+import numpy as np
+import funcdiff as fd
+light = "scipy.sparse" not in sys.modules
+import scipy.sparse as sp
+L = sp.diags_array([1.0, -2.0, 1.0], offsets=[-1, 0, 1], shape=(3, 3), format="csr")
+x = fd.tensor([1.0, 2.0, 4.0], requires_grad=True)
+(g,) = fd.grad(np.sum((L @ x) ** 2 + x @ L), x)
+hooks = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "_AfterImport"]
+print(json.dumps({{"light": light, "grad": g.data.tolist(), "hooks": hooks}}))
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    L = np.array([[-2.0, 1.0, 0.0], [1.0, -2.0, 1.0], [0.0, 1.0, -2.0]])
+    x0 = np.array([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(got["grad"], 2 * L.T @ (L @ x0) + L.sum(axis=1))
+    assert got["light"] is not scipy_first
+    assert got["hooks"] == []  # the post-import hook removes itself once it has run

@@ -37,13 +37,12 @@ import functools
 import threading
 import weakref
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-import scipy.sparse as sp
-import scipy.sparse.linalg as spla
 
 from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff.rules.sparse_matmul import DeferredCases
 
 __all__ = ["lu_solve", "csr_solve", "factorize", "other_trans"]
 
@@ -58,6 +57,9 @@ def other_trans(trans: str) -> str:
 def factorize(A: Any, **options: Any) -> Any:
     """``scipy.sparse.linalg.splu`` of ``A`` (converted to CSC), with a singular matrix
     reported as ``numpy.linalg.LinAlgError``."""
+    import scipy.sparse as sp  # not at import: import funcdiff leaves scipy.sparse unloaded
+    import scipy.sparse.linalg as spla
+
     try:
         return spla.splu(sp.csc_array(A), **options)
     except RuntimeError as exc:
@@ -108,6 +110,13 @@ def _case_lu(n: int, seed: int) -> Any:
     return factorize(dense)
 
 
+def _lu_cases() -> tuple[Case, ...]:
+    return (
+        Case((_case_lu(4, 0), Arg((4,)), "N")),
+        Case((_case_lu(3, 1), Arg((3, 2)), "T")),
+    )
+
+
 register(
     Rule(
         "lu_solve",
@@ -116,10 +125,7 @@ register(
         jvps={1: _lu_solve_jvp},
         nondiff_args=frozenset({0, 2, "trans"}),
         arg_names=("lu", "b", "trans"),
-        cases=(
-            Case((_case_lu(4, 0), Arg((4,)), "N")),
-            Case((_case_lu(3, 1), Arg((3, 2)), "T")),
-        ),
+        cases=cast(tuple, DeferredCases(_lu_cases)),
         convention="constant factors; differentiable in b",
         family=_FAMILY,
     ),
@@ -128,7 +134,9 @@ register(
 
 
 # ---------------------------------------------------------------- csr_solve
-def _matrix(data: Any, indices: Any, indptr: Any, shape: tuple) -> sp.csr_array:
+def _matrix(data: Any, indices: Any, indptr: Any, shape: tuple) -> Any:
+    import scipy.sparse as sp
+
     A = sp.csr_array((np.asarray(data), indices, indptr), shape=shape, copy=True)
     A.sum_duplicates()  # duplicate entries add, as in SciPy
     return A
