@@ -166,7 +166,34 @@ def _operators() -> dict[str, Callable]:
             methods[f"__r{name}__"] = rop
     for name, ufunc in TENSOR_METHODS:
         methods[name] = _ufunc_method(name, ufunc)
+    for name, _, via in TENSOR_OPERATORS:
+        if via != "inplace" and name not in _UNARY:
+            methods[f"__{name}__"] = _deferring(methods[f"__{name}__"])
     return methods
+
+
+#: Operand types whose own reflected operators take a Tensor (by type, filled on first
+#: sight): scipy.sparse matrices and funcdiff.sparse.csr_array, which NumPy would
+#: otherwise take for 0-d objects (``x * A`` of an ``spmatrix`` is its matrix product).
+_DEFERS: dict[type, bool] = {}
+
+
+def _deferring(op: Callable) -> Callable:
+    """``tensor op other``, or NotImplemented for operands marked
+    ``__funcdiff_defers_matmul__``, so that Python asks their reflected operator."""
+
+    def method(self: Tensor, other: Any) -> Any:
+        cls = type(other)
+        defers = _DEFERS.get(cls)
+        if defers is None:
+            defers = _DEFERS[cls] = bool(getattr(cls, "__funcdiff_defers_matmul__", False))
+        if defers:
+            return NotImplemented
+        return op(self, other)
+
+    method.__name__ = method.__qualname__ = op.__name__
+    method.__doc__ = op.__doc__
+    return method
 
 
 if TYPE_CHECKING:
