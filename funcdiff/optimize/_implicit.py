@@ -351,13 +351,14 @@ def _rcond(lu: np.ndarray, anorm: float) -> float:
     return float(rcond) if info == 0 else 0.0
 
 
-def _copies(tensors: Sequence[Tensor], connected: bool) -> list[Tensor]:
-    """Flat copies of the saved values: graph-connected (create_graph), or detached leaves."""
+def _copies(x: Tensor, params: Sequence[Tensor], connected: bool) -> list[Tensor]:
+    """Copies of the saved solution (flat) and parameters: graph-connected under
+    create_graph (new nodes downstream of the saved values, so a gradient taken with
+    respect to them is a partial derivative), detached leaves otherwise."""
     if connected:
-        return [t.reshape(-1) + 0.0 for t in tensors]
-    return [
-        tensor(np.array(t.data, dtype=np.float64).reshape(-1), requires_grad=True) for t in tensors
-    ]
+        return [x.reshape(-1) + 0.0, *(p + 0.0 for p in params)]
+    leaves = [np.array(x.data, dtype=np.float64).reshape(-1), *(p.data for p in params)]
+    return [tensor(np.array(v, dtype=np.float64), requires_grad=True) for v in leaves]
 
 
 def _restore(grads: Sequence[Any], like: Sequence[Tensor]) -> list[Any]:
@@ -383,7 +384,7 @@ class ImplicitSolution(Function):
         x_star, *params = ctx.saved_tensors
         create = is_grad_enabled()
         with enable_grad():
-            x_c, *p_c = _copies([x_star, *params], create)
+            x_c, *p_c = _copies(x_star, params, create)
             if create:
                 u = LinearSolve.apply(condition, True, g.reshape(-1), x_c, *p_c)
             else:
@@ -425,7 +426,7 @@ class LinearSolve(Function):
         if not create:
             left, right = tensor(left.data), tensor(right.data)
         with enable_grad():
-            x2, *p2 = _copies([x, *params], create)
+            x2, *p2 = _copies(x, params, create)
             F = condition.residual(x2, p2)
             (jt_left,) = grad(F, x2, grad_outputs=left, create_graph=True, allow_unused=True)
             if jt_left is None:
