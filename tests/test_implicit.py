@@ -304,15 +304,17 @@ def test_general_root_against_finite_differences_of_resolves() -> None:
     # Second order: the Hessian of a scalar of the root against differences of gradients.
     loss = lambda p: np.sum(solve(p) ** 2)  # noqa: E731
     grad_of = lambda q: F.jacobian(loss, fd.tensor(q)).data  # noqa: E731
-    np.testing.assert_allclose(F.hessian(loss, p).data, _fd_jacobian(grad_of, p0), rtol=1e-5,
-                               atol=1e-8)
+    np.testing.assert_allclose(
+        F.hessian(loss, p).data, _fd_jacobian(grad_of, p0), rtol=1e-5, atol=1e-8
+    )
 
 
 # ------------------------------------------------------------------- root_scalar, custom_root
 
 
 @pytest.mark.parametrize(
-    "kw", [{"bracket": (0.0, 3.0)}, {"x0": 1.0, "method": "newton"}, {"x0": 1.0, "method": "halley"}]
+    "kw",
+    [{"bracket": (0.0, 3.0)}, {"x0": 1.0, "method": "newton"}, {"x0": 1.0, "method": "halley"}],
 )
 def test_root_scalar_square_root(kw) -> None:
     def root_of(c):

@@ -46,13 +46,13 @@ def _solution(condition: Condition, arguments: Arguments) -> Tensor:
     )
 
 
-def _bounds_arrays(bounds: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(lb, ub)`` float arrays of length n from a ``Bounds``, pairs or a (lb, ub) pair."""
+def _bounds_arrays(bounds: Any, n: int, pairs: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(lb, ub)`` float arrays of length n from a ``Bounds``, ``(lb, ub)`` or n pairs."""
     lb: Any
     ub: Any
     if hasattr(bounds, "lb") and hasattr(bounds, "ub"):
         lb, ub = bounds.lb, bounds.ub
-    elif len(bounds) == 2 and n != 2 and np.ndim(bounds[0]) <= 1 and np.size(bounds[0]) in (1, n):
+    elif not pairs:
         lb, ub = bounds  # least_squares' (lb, ub)
     else:
         if len(bounds) != n:
@@ -71,7 +71,7 @@ def _bounds_arrays(bounds: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _active_bounds(
-    x: np.ndarray, gradient: np.ndarray, value: float, bounds: Any
+    x: np.ndarray, gradient: np.ndarray, value: float, bounds: Any, pairs: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """Components held by a bound at a minimum: at the bound, the gradient pushing outward.
 
@@ -81,7 +81,7 @@ def _active_bounds(
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     g = np.asarray(gradient, dtype=np.float64).reshape(-1)
-    lb, ub = _bounds_arrays(bounds, x.size)
+    lb, ub = _bounds_arrays(bounds, x.size, pairs)
     at_lb = np.isfinite(lb) & (x - lb <= 1e-10 * (1.0 + np.abs(lb)))
     at_ub = np.isfinite(ub) & (ub - x <= 1e-10 * (1.0 + np.abs(ub)))
     flat = np.abs(g) <= 1e-8 * max(1.0, abs(value))
@@ -226,7 +226,7 @@ def minimize(
             )
         if kwargs.get("bounds") is not None:
             gradient = Derivatives(fun, plain).jac(res.x)
-            active, bound = _active_bounds(res.x, gradient, float(res.fun), kwargs["bounds"])
+            active, bound = _active_bounds(res.x, gradient, float(res.fun), kwargs["bounds"], True)
     condition = Condition(
         "minimize",
         fun,
@@ -329,7 +329,7 @@ def least_squares(
             )
         bounds = options.get("bounds")
         if bounds is not None:
-            active, bound_values = _active_bounds(res.x, res.grad, float(res.cost), bounds)
+            active, bound_values = _active_bounds(res.x, res.grad, float(res.cost), bounds, False)
     condition = Condition(
         "least_squares",
         fun,
