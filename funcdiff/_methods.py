@@ -166,7 +166,20 @@ def _operators() -> dict[str, Callable]:
             methods[f"__r{name}__"] = rop
     for name, ufunc in TENSOR_METHODS:
         methods[name] = _ufunc_method(name, ufunc)
+    methods["__matmul__"] = _deferring_matmul(methods["__matmul__"])
     return methods
+
+
+def _deferring_matmul(matmul: Callable) -> Callable:
+    """``tensor @ other``, except that sparse operands (scipy.sparse, funcdiff.sparse)
+    get their own ``__rmatmul__``: NumPy's matmul would see them as 0-d objects."""
+
+    def op(self: Tensor, other: Any) -> Any:
+        if getattr(other, "__funcdiff_defers_matmul__", False):
+            return NotImplemented
+        return matmul(self, other)
+
+    return op
 
 
 class _Methods:

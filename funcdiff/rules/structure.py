@@ -18,7 +18,8 @@ Sparsity detection (:mod:`funcdiff.sparse`) reads two facts about every rule:
     * ``"contract"``: a multilinear contraction (``matmul``, ``einsum``), exact with
       constant operands' zeros taken into account;
     * a name of a special pattern rule (``"where"``, ``"setitem"``, ``"index_add"``,
-      ``"bincount"``, ``"full_like"``, ``"convolve"``, ``"outer"``, ``"kron"``);
+      ``"bincount"``, ``"full_like"``, ``"convolve"``, ``"outer"``, ``"kron"``,
+      ``"sparse_matmul"``: a constant scipy.sparse matrix's nonzeros);
     * ``"dense"``: every output element may depend on every input element (matrix
       factorizations, solves, inverses: generically dense).
 
@@ -151,6 +152,7 @@ STRUCTURE: dict[str, Structure] = {
     "index_add": Structure("index_add", "linear"),
     "bincount": Structure("bincount", "linear"),
     "full_like": Structure("full_like", "linear"),
+    "sparse_matmul": Structure("sparse_matmul", "linear"),
     **{name: Structure("dense", "nonlinear") for name in _DENSE},
     **{name: Structure("dense", "linear") for name in _FFT},
     # Zero derivatives on real values, elementwise ones on complex values.

@@ -371,6 +371,21 @@ def _bincount(rule, struct, args, kwargs, inputs, outputs, acc):
     return [product(selector(x, np.arange(x.size), (size, x.size)), p)]
 
 
+def _sparse_matmul(rule, struct, args, kwargs, inputs, outputs, acc):
+    """A constant scipy.sparse ``A`` times ``x``'s first axis: output ``(i, r)`` reads
+    ``x[l, r]`` wherever ``A[i, l]`` is nonzero (``kron(A != 0, I)``)."""
+    variable = inputs.variable()
+    if len(variable) != 1 or variable[0][0] != 1 or variable[0][1] is not None:
+        raise Fallback
+    _, _, t, p = variable[0]
+    nonzero = sp.csr_array(args[0], dtype=bool, copy=True)
+    nonzero.eliminate_zeros()
+    trailing = t.data.size // max(t.data.shape[0], 1)
+    if trailing != 1:
+        nonzero = sp.kron(nonzero, sp.eye_array(trailing, dtype=bool), format="csr")
+    return [product(nonzero, p)]
+
+
 def assigned_positions(shape: tuple, region: tuple) -> np.ndarray:
     """For each element of an indexed region, the element of the assigned value that
     lands there (NumPy drops the value's leading length-one axes first)."""
@@ -440,6 +455,7 @@ KINDS: dict[str, Callable] = {
     "full_like": _full_like,
     "index_add": _index_add,
     "bincount": _bincount,
+    "sparse_matmul": _sparse_matmul,
 }
 
 
