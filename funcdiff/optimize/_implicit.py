@@ -190,7 +190,9 @@ class Condition:
         self.arguments = arguments
         self.kwargs = dict(kwargs or {})
         self.active = None if active is None or not active.any() else active
-        self.bound = None if self.active is None else np.where(self.active, bound, 0.0)
+        self.bound: Any = None
+        if self.active is not None:
+            self.bound = np.where(self.active, np.asarray(bound, dtype=np.float64), 0.0)
         self.sparse = sparse
         self.prepared = prepared
         self._factors: Any = None
@@ -201,12 +203,13 @@ class Condition:
         """The scalar whose gradient is ``F`` (minimize and least_squares)."""
         value = self.fn(x, *args, **self.kwargs)
         if self.kind == "least_squares":
-            r = _flat(value)
+            r: Any = _flat(value)
             return 0.5 * (r * r).sum()
         return value
 
-    def residual(self, x: Tensor, params: Sequence[Tensor]) -> Tensor:
+    def residual(self, x: Any, params: Sequence[Tensor]) -> Any:
         """``F(x, params)`` flattened, on Tensors (``x`` flat, requiring grad)."""
+        F: Any
         args = self.arguments.with_params(params)
         xs = x.reshape(self.shape)
         if self.kind in _HESSIAN_KINDS:
@@ -351,7 +354,7 @@ def _rcond(lu: np.ndarray, anorm: float) -> float:
     return float(rcond) if info == 0 else 0.0
 
 
-def _copies(x: Tensor, params: Sequence[Tensor], connected: bool) -> list[Tensor]:
+def _copies(x: Any, params: Sequence[Any], connected: bool) -> list[Any]:
     """Copies of the saved solution (flat) and parameters: graph-connected under
     create_graph (new nodes downstream of the saved values, so a gradient taken with
     respect to them is a partial derivative), detached leaves otherwise."""

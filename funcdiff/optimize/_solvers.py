@@ -342,7 +342,7 @@ def least_squares(
     )
     res.x = _solution(condition, arguments)
     with enable_grad() if arguments.differentiable else _null():
-        r = fun(res.x, *arguments.with_params(arguments.params), **kwargs)
+        r: Any = fun(res.x, *arguments.with_params(arguments.params), **kwargs)
         r = r if isinstance(r, Tensor) else tensor(np.asarray(r, dtype=np.float64))
         res.fun = r
         res.cost = 0.5 * (r * r).sum()
