@@ -107,14 +107,15 @@ class Arguments:
 
 def refuse_closed_over(
     fn: Callable[..., Any], x0: Any, plain_args: tuple, kwargs: dict | None, name: str
-) -> None:
+) -> Any:
     """Raise when ``fn`` reaches a Tensor that requires grad other than through ``args``.
 
     ``fn`` runs once at ``x0`` on plain values: an output that still requires grad
     depends on a closed-over (or global) Tensor, whose gradient the solver cannot follow.
+    Returns that output (None when grad mode is off and nothing is checked).
     """
     if not is_grad_enabled():
-        return
+        return None
     with enable_grad():
         out = fn(tensor(np.array(x0, dtype=np.float64)), *plain_args, **(kwargs or {}))
     outs = out if isinstance(out, (tuple, list)) else (out,)
@@ -126,6 +127,7 @@ def refuse_closed_over(
             f"and take it as an argument of {name} to differentiate the solution with "
             "respect to it, or .detach() it to treat it as a constant"
         )
+    return out
 
 
 def check_converged(success: bool, message: Any, name: str, allow_unconverged: bool) -> None:

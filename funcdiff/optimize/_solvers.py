@@ -606,10 +606,12 @@ def custom_root(
             arguments = Arguments(args)
             plain = arguments.plain
             start = x0.detach().data if isinstance(x0, Tensor) else x0
-            refuse_closed_over(optimality_fun, _as_x(start, "x0"), plain, None, "optimality_fun")
             x = solver(start, *plain)
             solution = _as_x(x, "the solver's result").copy()
-            residual = optimality_fun(solution, *plain)
+            # Checked at the solution, where optimality_fun is sure to be defined.
+            residual = refuse_closed_over(optimality_fun, solution, plain, None, "optimality_fun")
+            if residual is None:
+                residual = optimality_fun(solution, *plain)
             size = np.size(residual.data if isinstance(residual, Tensor) else residual)
             if size != solution.size:
                 raise ValueError(
