@@ -250,43 +250,58 @@ class Condition:
             return True
         return self.n >= 100  # "auto" (and the default): decided by the detected density
 
-    def matrix(self) -> Any:
-        """``A = dF/dx`` at the solution: a float ndarray or a ``csr_array``."""
+    def _sparse_matrix(self) -> Any:
+        """``A`` from :mod:`funcdiff.sparse` (a prepared derivative), as a ``csr_array``."""
         plain = self.arguments.plain
-        hessian = self.kind in _HESSIAN_KINDS
-        A: Any
-        if self._use_sparse():
-            if self.prepared is not None:  # from the forward solve, for fn's own x
-                A = sp.csr_array(self.prepared(self.x_star.reshape(self.shape), *plain))
-            else:
-                given = None if isinstance(self.sparse, (bool, str)) else self.sparse
-                if hessian:
-                    prepared: Any = prepare_hessian(
-                        self._plain_objective, self.x_star, given, args=plain
-                    )
-                else:
-                    prepared = prepare_jacobian(
-                        self._plain_residual, self.x_star, given, args=plain
-                    )
-                A = sp.csr_array(prepared(self.x_star, *plain))
-            if A.shape != (self.n, self.n):
-                raise ValueError(
-                    f"the optimality condition has {A.shape[0]} values for {self.n} unknowns"
-                )
-            if self.sparse in ("auto", False) and A.nnz > 0.1 * self.n * self.n:
-                A = A.toarray()
-        elif hessian:
-            A = Derivatives(self._plain_objective, plain).hess(self.x_star)
+        if self.prepared is not None:  # from the forward solve, for fn's own x
+            return sp.csr_array(self.prepared(self.x_star.reshape(self.shape), *plain))
+        given = None if isinstance(self.sparse, (bool, str)) else self.sparse
+        prepared: Any
+        if self.kind in _HESSIAN_KINDS:
+            prepared = prepare_hessian(self._plain_objective, self.x_star, given, args=plain)
         else:
-            value = np.asarray(
-                Derivatives(self._plain_residual, plain).fun(self.x_star), dtype=np.float64
+            prepared = prepare_jacobian(self._plain_residual, self.x_star, given, args=plain)
+        return sp.csr_array(prepared(self.x_star, *plain))
+
+    def _dense_matrix(self) -> np.ndarray:
+        d = Derivatives(
+            self._plain_objective if self.kind in _HESSIAN_KINDS else self._plain_residual,
+            self.arguments.plain,
+        )
+        if self.kind in _HESSIAN_KINDS:
+            return d.hess(self.x_star)
+        size = np.size(d.fun(self.x_star))
+        if size != self.n:
+            raise ValueError(
+                f"the optimality condition has {size} values for {self.n} unknowns: "
+                "the solution is defined by as many equations as unknowns"
             )
-            if value.size != self.n:
+        return d.jac(self.x_star).reshape(self.n, self.n)
+
+    def matrix(self) -> Any:
+        """``A = dF/dx`` at the solution: a float ndarray, or a ``csr_array`` when sparse.
+
+        Sparse when asked (``sparse=True`` or a pattern), or by default when there are at
+        least 100 unknowns and the detected pattern holds at most a tenth of the entries.
+        """
+        A: Any = None
+        if self._use_sparse():
+            forced = self.sparse not in ("auto", False)
+            try:
+                A = self._sparse_matrix()
+            except Exception:
+                if forced:
+                    raise
+                A = None  # code the sparsity tracer cannot follow: the dense path decides
+            if A is not None and A.shape != (self.n, self.n):
                 raise ValueError(
-                    f"the optimality condition has {value.size} values for {self.n} unknowns: "
+                    f"the optimality condition has {A.shape[0]} values for {self.n} unknowns: "
                     "the solution is defined by as many equations as unknowns"
                 )
-            A = Derivatives(self._plain_residual, plain).jac(self.x_star).reshape(self.n, self.n)
+            if A is not None and not forced and A.nnz > 0.1 * self.n * self.n:
+                A = A.toarray()
+        if A is None:
+            A = self._dense_matrix()
         if self.active is not None:
             free = (~self.active).astype(np.float64)
             if sp.issparse(A):

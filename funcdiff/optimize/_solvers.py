@@ -71,20 +71,25 @@ def _bounds_arrays(bounds: Any, n: int, pairs: bool) -> tuple[np.ndarray, np.nda
 
 
 def _active_bounds(
-    x: np.ndarray, gradient: np.ndarray, value: float, bounds: Any, pairs: bool
+    x: np.ndarray, gradient: np.ndarray, value: float, bounds: Any, pairs: bool, strict: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """Components held by a bound at a minimum: at the bound, the gradient pushing outward.
 
     Their derivative is zero; the free components follow the reduced system. A component
     at its bound with a zero gradient (degenerate: strict complementarity fails) has no
-    derivative and is refused.
+    derivative and is refused. Interior-point methods (``trust-constr``) stop just inside
+    an active bound: a component near its bound with a gradient clearly pushing outward
+    counts as held.
     """
     x = np.asarray(x, dtype=np.float64).reshape(-1)
     g = np.asarray(gradient, dtype=np.float64).reshape(-1)
     lb, ub = _bounds_arrays(bounds, x.size, pairs)
-    at_lb = np.isfinite(lb) & (x - lb <= 1e-10 * (1.0 + np.abs(lb)))
-    at_ub = np.isfinite(ub) & (ub - x <= 1e-10 * (1.0 + np.abs(ub)))
-    flat = np.abs(g) <= 1e-8 * max(1.0, abs(value))
+    scale = max(1.0, abs(value))
+    flat = np.abs(g) <= 1e-8 * scale
+    pushing = np.abs(g) > 1e-5 * scale
+    gap_lb, gap_ub = x - lb, ub - x
+    at_lb = np.isfinite(lb) & (gap_lb <= 1e-10 * (1.0 + np.abs(lb)))
+    at_ub = np.isfinite(ub) & (gap_ub <= 1e-10 * (1.0 + np.abs(ub)))
     degenerate = (at_lb | at_ub) & flat
     if degenerate.any():
         i = int(np.flatnonzero(degenerate)[0])
@@ -93,8 +98,20 @@ def _active_bounds(
             "not differentiable with respect to args at such a degenerate point (the bound "
             "is active on one side of it and inactive on the other)"
         )
-    active = (at_lb & (g > 0)) | (at_ub & (g < 0))
-    bound = np.where(at_lb, lb, np.where(at_ub, ub, 0.0))
+    near_lb = np.isfinite(lb) & (gap_lb <= 1e-4 * (1.0 + np.abs(lb))) & pushing
+    near_ub = np.isfinite(ub) & (gap_ub <= 1e-4 * (1.0 + np.abs(ub))) & pushing
+    held_lb = (at_lb | near_lb) & (g > 0)
+    held_ub = (at_ub | near_ub) & (g < 0)
+    active = held_lb | held_ub
+    stray = ~active & (np.abs(g) > 1e-3 * scale)
+    if strict and stray.any():
+        i = int(np.flatnonzero(stray)[0])
+        raise RuntimeError(
+            f"the gradient of fun is {g[i]:.3g} in x[{i}] = {x[i]:g}, which is held by no "
+            "bound: the returned point is not a minimum, so the implicit derivative there "
+            "would be wrong; tighten the solver's tolerances"
+        )
+    bound = np.where(held_lb, lb, np.where(held_ub, ub, 0.0))
     return active, bound
 
 
@@ -226,7 +243,9 @@ def minimize(
             )
         if kwargs.get("bounds") is not None:
             gradient = Derivatives(fun, plain).jac(res.x)
-            active, bound = _active_bounds(res.x, gradient, float(res.fun), kwargs["bounds"], True)
+            active, bound = _active_bounds(
+                res.x, gradient, float(res.fun), kwargs["bounds"], True, not allow_unconverged
+            )
     condition = Condition(
         "minimize",
         fun,
@@ -329,7 +348,9 @@ def least_squares(
             )
         bounds = options.get("bounds")
         if bounds is not None:
-            active, bound_values = _active_bounds(res.x, res.grad, float(res.cost), bounds, False)
+            active, bound_values = _active_bounds(
+                res.x, res.grad, float(res.cost), bounds, False, not allow_unconverged
+            )
     condition = Condition(
         "least_squares",
         fun,
