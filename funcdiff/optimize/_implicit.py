@@ -389,7 +389,13 @@ def _restore(grads: Sequence[Any], like: Sequence[Tensor]) -> list[Any]:
 
 
 class ImplicitSolution(Function):
-    """The solution ``x*`` of ``F(x, p) = 0`` as a function of the parameters ``p``."""
+    """The solution ``x*`` of ``F(x, p) = 0`` as a function of the parameters ``p``.
+
+    A batch of cotangents (a full ``jacobian``, ``vectorize=True``) is one solve with as
+    many right-hand sides and one batched vjp of ``F``.
+    """
+
+    batched_backward = True
 
     @staticmethod
     def forward(ctx: Any, condition: Condition, solution: np.ndarray, *params: Tensor) -> Tensor:
@@ -399,19 +405,50 @@ class ImplicitSolution(Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple:
+    def backward(ctx: Any, g: Any) -> tuple:
         condition: Condition = ctx.condition
         x_star, *params = ctx.saved_tensors
         create = is_grad_enabled()
-        with enable_grad():
-            x_c, *p_c = _copies(x_star, params, create)
-            if create:
-                u = LinearSolve.apply(condition, True, g.reshape(-1), x_c, *p_c)
-            else:
-                u = tensor(condition.solve(np.asarray(g.data).reshape(-1), trans=True))
-            F = condition.residual(x_c, p_c)
-            grads = grad(F, p_c, grad_outputs=-u, create_graph=create, allow_unused=True)
-        return (None, None, *_restore(grads, params))
+        batch = np.ndim(g) == x_star.ndim + 1
+        if batch and create:
+            # Recorded per cotangent (each a differentiable solve), then stacked.
+            rows = [_pull_back(condition, x_star, params, g[b], True) for b in range(len(g))]
+            return (None, None, *(np.stack([r[k] for r in rows]) for k in range(len(params))))
+        if batch:
+            return (None, None, *_pull_back_batch(condition, x_star, params, g))
+        return (None, None, *_pull_back(condition, x_star, params, g, create))
+
+
+def _pull_back(
+    condition: Condition, x_star: Tensor, params: Sequence[Tensor], g: Any, create: bool
+) -> list[Any]:
+    """``-(dF/dp)^T A^{-T} g`` for one cotangent ``g`` of the solution."""
+    with enable_grad():
+        x_c, *p_c = _copies(x_star, params, create)
+        if create:
+            u = LinearSolve.apply(condition, True, g.reshape(-1), x_c, *p_c)
+        else:
+            u = tensor(condition.solve(np.asarray(getattr(g, "data", g)).reshape(-1), trans=True))
+        F = condition.residual(x_c, p_c)
+        grads = grad(F, p_c, grad_outputs=-u, create_graph=create, allow_unused=True)
+    return _restore(grads, params)
+
+
+def _pull_back_batch(
+    condition: Condition, x_star: Tensor, params: Sequence[Tensor], g: Any
+) -> list[np.ndarray]:
+    """:func:`_pull_back` for k cotangents at once: one k-column solve, one batched vjp."""
+    cotangents = np.asarray(getattr(g, "data", g), dtype=np.float64)
+    k = cotangents.shape[0]
+    u = condition.solve(cotangents.reshape(k, -1), trans=True)
+    with enable_grad():
+        x_c, *p_c = _copies(x_star, params, False)
+        F = condition.residual(x_c, p_c)
+        grads = grad(F, p_c, grad_outputs=tensor(-u), allow_unused=True, is_grads_batched=True)
+    return [
+        np.zeros((k, *p.shape)) if gr is None else np.asarray(gr.data).reshape(k, *p.shape)
+        for gr, p in zip(grads, params, strict=True)
+    ]
 
 
 class LinearSolve(Function):
