@@ -385,3 +385,26 @@ def test_accumulates_into_several_args_with_backward() -> None:
     den = a.data + 3 * x**2
     np.testing.assert_allclose(a.grad.data, np.sum(-x / den), rtol=1e-9)
     np.testing.assert_allclose(b.grad.data, 3.0 / den, rtol=1e-9)
+
+
+def test_a_batch_of_cotangents_under_create_graph() -> None:
+    # Jacobian rows pulled back together and kept differentiable: their derivative is
+    # the second derivative of the solution, as from one cotangent at a time.
+    def solve(p):
+        return optimize.root(lambda x, p: x**3 + p[0] * x - p[1:], np.ones(2), args=(p,), **TIGHT).x
+
+    p0 = np.array([1.5, 2.0, -1.0])
+
+    def jac_sum(p):
+        return F.jacobian(solve, p, create_graph=True, vectorize=True).sum()
+
+    def jac_sum_rows(p):
+        return F.jacobian(solve, p, create_graph=True, strict=True).sum()
+
+    g_batched = F.jacobian(jac_sum, fd.tensor(p0)).data
+    g_rows = F.jacobian(jac_sum_rows, fd.tensor(p0)).data
+    np.testing.assert_allclose(g_batched, g_rows, rtol=1e-10)
+    grad_of = lambda q: F.jacobian(solve, fd.tensor(q)).data.sum()  # noqa: E731
+    np.testing.assert_allclose(
+        g_batched, _fd_jacobian(lambda q: np.atleast_1d(grad_of(q)), p0)[0], rtol=1e-6
+    )
