@@ -124,6 +124,7 @@ def test_sparse_least_squares_against_the_dense_exact_hessian() -> None:
         residual,
         np.zeros(n),
         args=(fd.tensor(s0, requires_grad=True),),
+        method="lm",
         xtol=1e-15,
         ftol=1e-15,
         gtol=1e-15,

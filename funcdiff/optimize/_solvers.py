@@ -148,9 +148,10 @@ def minimize(
     sparse : bool, "auto" or sparsity pattern
         Compute the Hessian with :func:`funcdiff.sparse.prepare_hessian` (for the
         methods that take a Hessian: ``trust-constr`` and ``Newton-CG`` get it sparse,
-        ``dogleg`` and ``trust-exact`` dense); see the module docstring. The implicit
-        derivative's Hessian is sparse when it is (at least 100 unknowns, at most a tenth
-        of the entries), whatever this says.
+        ``dogleg`` and ``trust-exact`` dense); see the module docstring. For the
+        derivative of the solution with respect to Tensor ``args``, False and "auto" both
+        mean a sparse Hessian when it is sparse (at least 100 unknowns, at most a tenth of
+        the entries), True or a pattern always.
     replay : bool
         Record the value and gradient once and replay them at every point (see the
         module docstring); the Hessian products too.
