@@ -528,13 +528,17 @@ def root_scalar(
     arguments = Arguments(args)
     plain = arguments.plain
     start = None if x0 is None else float(_as_x(x0, "x0"))
-    refuse_closed_over(f, 0.0 if start is None else start, plain, None, "f")
     name = _method_name(method)
     value_of = f
     if fprime is True or fprime2 is True:
 
         def value_of(x: Any, *a: Any) -> Any:
             return f(x, *a)[0]
+
+    # Checked where SciPy evaluates f first (the start, or the bracket's left end).
+    probe = start if start is not None or bracket is None else float(_as_x(bracket[0]))
+    if probe is not None:
+        refuse_closed_over(value_of, probe, plain, None, "f")
 
     d = Derivatives(value_of, plain)
     if fprime is None and name in ("newton", "halley"):
