@@ -171,3 +171,36 @@ def test_every_sparse_setting_gives_the_same_gradient(sparse) -> None:
     A = LAP.toarray() + np.diag(2.0 * np.exp(ud))
     want = -np.linalg.solve(A.T, 2 * ud) @ np.exp(ud)
     np.testing.assert_allclose(d.data, want, rtol=1e-10)
+
+
+def test_minimize_reuses_its_prepared_sparse_hessian() -> None:
+    n = 150
+    a0 = np.sin(np.arange(n) / 7.0)
+    a = fd.tensor(a0, requires_grad=True)
+    res = optimize.minimize(
+        chain, np.zeros(n), args=(a,), method="Newton-CG", sparse=True, options={"xtol": 1e-12}
+    )
+    assert condition_of(res.x).prepared is not None
+    (g,) = fd.grad(res.x.sum(), a)
+    x = res.x.data
+    Hxx = F.hessian(lambda x: chain(x, a0), fd.tensor(x)).data
+    np.testing.assert_allclose(
+        g.data, np.diag(np.cosh(x - a0)) @ np.linalg.solve(Hxx, np.ones(n)), rtol=1e-7
+    )
+
+
+def test_least_squares_kwargs_and_replay_with_tensor_args() -> None:
+    t = np.linspace(0.0, 1.0, 6)
+
+    def residual(w, s, scale=1.0):
+        return scale * (w[0] + w[1] * t - s * t**2)
+
+    s = fd.tensor(2.0, requires_grad=True)
+    res = optimize.least_squares(residual, np.zeros(2), args=(s,), kwargs={"scale": 3.0})
+    (d,) = fd.grad(res.x.sum(), s)
+    # The fit is linear in s: w(s) = s * lstsq([1, t], t^2).
+    V = np.stack([np.ones_like(t), t], axis=1)
+    np.testing.assert_allclose(d.data, np.linalg.lstsq(V, t**2, rcond=None)[0].sum(), rtol=1e-9)
+    res = optimize.root(lambda x, s: x**3 - s, np.ones(1), args=(s,), replay=True)
+    (d,) = fd.grad(res.x.sum(), s)
+    np.testing.assert_allclose(d.data, 2.0 ** (-2 / 3) / 3, rtol=1e-9)
