@@ -249,3 +249,14 @@ def test_a_point_that_is_not_a_bounded_minimum_is_refused() -> None:
         np.array([0.0, 0.3]), np.array([1.0, 0.5]), 1.0, [(0.0, 1.0)] * 2, True, False
     )
     assert active.tolist() == [True, False] and bound[0] == 0.0
+
+
+def test_custom_root_refuses_a_solver_that_closes_over_a_tensor() -> None:
+    b = fd.tensor(2.0, requires_grad=True)
+
+    @optimize.custom_root(lambda x, a: x - a)
+    def solver(x0, a):
+        return a + 0.0 * b  # b reaches the result outside args
+
+    with pytest.raises(RuntimeError, match="not passed in args"):
+        solver(0.0, fd.tensor(1.0, requires_grad=True))

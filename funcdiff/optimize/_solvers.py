@@ -633,6 +633,13 @@ def custom_root(
             plain = arguments.plain
             start = x0.detach().data if isinstance(x0, Tensor) else x0
             x = solver(start, *plain)
+            if isinstance(x, Tensor) and x.requires_grad:
+                raise RuntimeError(
+                    "the solver returned a Tensor that requires grad although it was called "
+                    "on plain values: it uses a Tensor that is not passed in args (a closure "
+                    "or a global), whose gradient would be lost. Pass that Tensor through "
+                    "the solver's arguments, or .detach() it"
+                )
             solution = _as_x(x, "the solver's result").copy()
             # Checked at the solution, where optimality_fun is sure to be defined.
             residual = refuse_closed_over(optimality_fun, solution, plain, None, "optimality_fun")
