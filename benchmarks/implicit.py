@@ -7,10 +7,11 @@ Rows (every gradient is checked against an independent adjoint before it is time
 * ``bratu 100x100`` and ``bratu 200x200``: the 2-D Bratu problem
   ``L @ u + lam * exp(u) = f`` (``L`` a scipy.sparse 5-point Laplacian, Dirichlet, scaled
   by ``1/h^2``, ``lam = 2``, a smooth source ``f``), solved by
-  ``funcdiff.optimize.root(method="krylov")`` preconditioned by the sparse LU of the exact
-  Jacobian (``funcdiff.sparse.prepare_jacobian``, refactorised at each Newton step). The
-  gradient is that of ``0.5 * ||u||^2`` with respect to ``lam`` and the whole source
-  (10,000 and 40,000 entries), by one implicit vjp; the reference is the adjoint
+  ``funcdiff.optimize.root(method="krylov", sparse=True)``: the inner Krylov solves are
+  preconditioned by the sparse LU of the exact Jacobian (``funcdiff.sparse``,
+  refactorised at each Newton step). The gradient is that of ``0.5 * ||u||^2`` with
+  respect to ``lam`` and the whole source (10,000 and 40,000 entries), by one implicit
+  vjp (which reuses the solve's prepared Jacobian); the reference is the adjoint
   computed with ``scipy.sparse.linalg.spsolve``.
 * ``ridge 50 hyper``: ridge regression with 50 per-feature penalties (X 500 x 50), the
   inner ``minimize(method="L-BFGS-B", gtol=1e-10, ftol=1e-15)``; the hypergradient of a validation
@@ -49,7 +50,6 @@ def bratu(N: int) -> dict:
     import scipy.sparse.linalg as spla
 
     import funcdiff as fd
-    import funcdiff.sparse as fsp
     from funcdiff import optimize
 
     h = 1.0 / (N + 1)
@@ -63,32 +63,16 @@ def bratu(N: int) -> dict:
     def residual(u: Any, lam: Any, f: Any) -> Any:
         return L @ u + lam * np.exp(u) - f
 
-    class LUPreconditioner(spla.LinearOperator):
-        """The inverse of the exact Jacobian, refactorised at each Newton step."""
-
-        def __init__(self, jacobian: Any, x: np.ndarray, args: tuple) -> None:
-            self.jacobian, self.args = jacobian, args
-            super().__init__(np.float64, (x.size, x.size))
-            self.update(x, None)
-
-        def update(self, x: np.ndarray, F: Any) -> None:
-            self.lu = spla.splu(sp.csc_array(self.jacobian(x, *self.args)))
-
-        def _matvec(self, v: np.ndarray) -> np.ndarray:
-            return self.lu.solve(np.asarray(v).ravel())
-
     def solve() -> tuple:
         lam = fd.tensor(2.0, requires_grad=True)
         f = fd.tensor(f0, requires_grad=True)
-        u0 = np.zeros(N * N)
-        J = fsp.prepare_jacobian(residual, u0, args=(2.0, f0))
-        M = LUPreconditioner(J, u0, (2.0, f0))
         res = optimize.root(
             residual,
-            u0,
+            np.zeros(N * N),
             args=(lam, f),
             method="krylov",
-            options={"fatol": 1e-10, "jac_options": {"inner_M": M}},
+            sparse=True,
+            options={"fatol": 1e-10},
         )
         if not res.success:
             raise RuntimeError(f"Bratu {N}x{N} did not converge: {res.message}")

@@ -204,3 +204,30 @@ def test_least_squares_kwargs_and_replay_with_tensor_args() -> None:
     res = optimize.root(lambda x, s: x**3 - s, np.ones(1), args=(s,), replay=True)
     (d,) = fd.grad(res.x.sum(), s)
     np.testing.assert_allclose(d.data, 2.0 ** (-2 / 3) / 3, rtol=1e-9)
+
+
+def test_krylov_with_sparse_is_preconditioned_by_the_exact_jacobian() -> None:
+    lam = fd.tensor(2.0, requires_grad=True)
+    res = optimize.root(
+        bratu,
+        np.zeros(N * N),
+        args=(lam, SOURCE),
+        method="krylov",
+        sparse=True,
+        options={"fatol": 1e-11},
+    )
+    assert res.success and res.nit <= 6  # Newton steps, each with an exact sparse LU
+    assert condition_of(res.x).prepared is not None
+    (d,) = fd.grad(np.sum(res.x**2), lam)
+    ud = res.x.data
+    A = LAP.toarray() + np.diag(2.0 * np.exp(ud))
+    np.testing.assert_allclose(d.data, -np.linalg.solve(A.T, 2 * ud) @ np.exp(ud), rtol=1e-8)
+    plain = optimize.root(
+        bratu,
+        np.zeros(N * N),
+        args=(2.0, SOURCE),
+        method="krylov",
+        sparse=True,
+        options={"fatol": 1e-11},
+    )
+    np.testing.assert_allclose(plain.x, ud, rtol=1e-12)

@@ -371,6 +371,35 @@ def least_squares(
     return res
 
 
+def _sparse_lu_preconditioner(J: Any, x0: np.ndarray, args: tuple) -> Any:
+    """The inverse of the exact sparse Jacobian, refactorised at each Newton step.
+
+    A ``LinearOperator`` for ``root(method="krylov")``'s ``inner_M``: SciPy calls its
+    ``update(x, f)`` after every step, and each inner Krylov iteration is then one pair of
+    triangular solves.
+    """
+    import scipy.sparse as sp
+    import scipy.sparse.linalg as spla
+
+    class Preconditioner(spla.LinearOperator):
+        def __init__(self) -> None:
+            super().__init__(np.float64, (x0.size, x0.size))
+            self.update(x0, None)
+
+        def update(self, x: Any, f: Any) -> None:
+            A = sp.csc_matrix(J(np.reshape(x, x0.shape), *args))
+            try:
+                self.lu = spla.splu(A)
+            except RuntimeError:  # singular: no preconditioning at this step
+                self.lu = None
+
+        def _matvec(self, v: np.ndarray) -> np.ndarray:
+            v = np.asarray(v, dtype=np.float64).ravel()
+            return v if self.lu is None else self.lu.solve(v)
+
+    return Preconditioner()
+
+
 def root(
     fun: Callable[..., Any],
     x0: Any,
@@ -386,7 +415,10 @@ def root(
 
     With ``sparse=True`` (or a pattern, or ``"auto"``) the Jacobian is computed by
     :func:`funcdiff.sparse.prepare_jacobian` (one pass per colour) and handed to
-    MINPACK dense. With ``replay=True`` it is a :func:`funcdiff.replay.jacobian`.
+    MINPACK dense; with ``method="krylov"`` its sparse LU, refactorised at every Newton
+    step, preconditions the inner Krylov solves (unless ``options`` gives an
+    ``inner_M``), which makes large sparse systems converge in a few Newton steps. With
+    ``replay=True`` it is a :func:`funcdiff.replay.jacobian`.
 
     With Tensors that require grad in ``args``, ``res.x`` (and ``res.fun``) are Tensors
     differentiable by the implicit function theorem applied to ``fun(x, *args) = 0``,
@@ -429,6 +461,14 @@ def root(
             jac = lambda x, *a: replayed(_as_x(x), *a)  # noqa: E731
         else:
             jac = d.jac
+    elif _method_name(method) == "krylov" and sparse is not False:
+        options = dict(kwargs.get("options") or {})
+        jac_options = dict(options.get("jac_options") or {})
+        J = None if "inner_M" in jac_options else _prepared_jacobian(fun, x0, plain, sparse)
+        if J is not None:
+            jac_options["inner_M"] = _sparse_lu_preconditioner(J, x0, plain)
+            kwargs["options"] = {**options, "jac_options": jac_options}
+            prepared = J
     res = _clean(scipy.optimize.root(d.fun, x0, args=plain, method=method, jac=jac, **kwargs))
     if not arguments.has_tensor:
         return res
