@@ -37,7 +37,8 @@ instead of one per column. SciPy gets a ``scipy.sparse.csr_array`` where it acce
 one (``least_squares`` with ``method="trf"`` or ``"dogbox"``, ``minimize`` with
 ``"trust-constr"`` or ``"Newton-CG"``) and the same matrix made dense where it needs
 dense input (MINPACK's ``"lm"`` and ``"hybr"``, ``"dogleg"``, ``"trust-exact"``).
-``"auto"`` goes sparse when the detected pattern holds at most a tenth of the entries
+``root(method="krylov")`` gets the sparse LU of the Jacobian, refactorised at each
+Newton step, as the preconditioner of its inner Krylov solves. ``"auto"`` goes sparse when the detected pattern holds at most a tenth of the entries
 and has at least 100 columns.
 
 Replayed derivatives (``replay=True``)
