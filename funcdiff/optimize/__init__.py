@@ -38,8 +38,9 @@ one (``least_squares`` with ``method="trf"`` or ``"dogbox"``, ``minimize`` with
 ``"trust-constr"`` or ``"Newton-CG"``) and the same matrix made dense where it needs
 dense input (MINPACK's ``"lm"`` and ``"hybr"``, ``"dogleg"``, ``"trust-exact"``).
 ``root(method="krylov")`` gets the sparse LU of the Jacobian, refactorised at each
-Newton step, as the preconditioner of its inner Krylov solves. ``"auto"`` goes sparse when the detected pattern holds at most a tenth of the entries
-and has at least 100 columns.
+Newton step, as the preconditioner of its inner Krylov solves. ``"auto"`` goes sparse
+when the detected pattern holds at most a tenth of the entries and has at least 100
+columns.
 
 Replayed derivatives (``replay=True``)
 --------------------------------------
