@@ -166,20 +166,34 @@ def _operators() -> dict[str, Callable]:
             methods[f"__r{name}__"] = rop
     for name, ufunc in TENSOR_METHODS:
         methods[name] = _ufunc_method(name, ufunc)
-    methods["__matmul__"] = _deferring_matmul(methods["__matmul__"])
+    for name, _, via in TENSOR_OPERATORS:
+        if via != "inplace" and name not in _UNARY:
+            methods[f"__{name}__"] = _deferring(methods[f"__{name}__"])
     return methods
 
 
-def _deferring_matmul(matmul: Callable) -> Callable:
-    """``tensor @ other``, except that sparse operands (scipy.sparse, funcdiff.sparse)
-    get their own ``__rmatmul__``: NumPy's matmul would see them as 0-d objects."""
+#: Operand types whose own reflected operators take a Tensor (by type, filled on first
+#: sight): scipy.sparse matrices and funcdiff.sparse.csr_array, which NumPy would
+#: otherwise take for 0-d objects (``x * A`` of an ``spmatrix`` is its matrix product).
+_DEFERS: dict[type, bool] = {}
 
-    def op(self: Tensor, other: Any) -> Any:
-        if getattr(other, "__funcdiff_defers_matmul__", False):
+
+def _deferring(op: Callable) -> Callable:
+    """``tensor op other``, or NotImplemented for operands marked
+    ``__funcdiff_defers_matmul__``, so that Python asks their reflected operator."""
+
+    def method(self: Tensor, other: Any) -> Any:
+        cls = type(other)
+        defers = _DEFERS.get(cls)
+        if defers is None:
+            defers = _DEFERS[cls] = bool(getattr(cls, "__funcdiff_defers_matmul__", False))
+        if defers:
             return NotImplemented
-        return matmul(self, other)
+        return op(self, other)
 
-    return op
+    method.__name__ = method.__qualname__ = op.__name__
+    method.__doc__ = op.__doc__
+    return method
 
 
 if TYPE_CHECKING:

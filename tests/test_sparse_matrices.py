@@ -8,6 +8,10 @@ replay, and the errors.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -107,8 +111,9 @@ def test_coo_batches_over_leading_axes_like_scipy():
     np.testing.assert_allclose(y.data, left @ A, rtol=1e-13)
 
 
-def test_one_dimensional_sparse_arrays():
-    a = sp.coo_array(np.array([1.0, 0.0, 2.0]))
+@pytest.mark.parametrize("fmt", ["coo", "csr"])
+def test_one_dimensional_sparse_arrays(fmt):
+    a = getattr(sp, f"{fmt}_array")(np.array([1.0, 0.0, 2.0]))
     x = fd.tensor([3.0, 4.0, 5.0], requires_grad=True)
     y = a @ x
     assert y.shape == () and y.item() == pytest.approx(a @ x.data)
@@ -323,6 +328,8 @@ def test_three_dimensional_operands_raise_like_scipy():
     with pytest.raises(ValueError, match="could not interpret dimensions"):
         A @ fd.tensor(np.ones((2, 4, 1)), requires_grad=True)
     with pytest.raises(ValueError, match="could not interpret dimensions"):
+        A.dot(fd.tensor(np.ones((2, 4, 1)), requires_grad=True))
+    with pytest.raises(ValueError, match="could not interpret dimensions"):
         np.ones((2, 4, 3)) @ A  # SciPy's own message, for comparison
 
 
@@ -330,3 +337,73 @@ def test_a_zero_dimensional_tensor_is_refused_with_a_clear_error():
     A = sp.csr_matrix(_dense(3, 3))
     with pytest.raises(TypeError, match="0-d Tensor"):
         A * fd.tensor(2.0, requires_grad=True)
+
+
+@pytest.mark.parametrize("fmt", ["csr", "coo", "dia"])
+def test_tensor_on_the_left_of_star_is_the_matrix_product_for_matrix_classes(fmt):
+    dense = _dense(3, 4, seed=9)
+    x0 = np.random.default_rng(19).normal(size=3)
+    x = fd.tensor(x0, requires_grad=True)
+    y = x * _sparse(dense, fmt, "matrix")  # spmatrix: * is the matrix product
+    np.testing.assert_allclose(y.data, x0 @ dense)
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad, dense.sum(axis=1))
+
+
+def test_elementwise_operators_with_sparse_arrays_are_refused_not_garbage():
+    A = sp.csr_array(_dense(2, 2, seed=10))
+    x = fd.tensor(np.ones(2), requires_grad=True)
+    # NumPy would build an object array of matrices; SciPy's own operators refuse instead.
+    with pytest.raises((RuntimeError, TypeError, NotImplementedError, ValueError)):
+        x * A
+    with pytest.raises((RuntimeError, TypeError, NotImplementedError, ValueError)):
+        x + A
+
+
+def test_the_handover_is_installed_once_on_every_class_that_dispatches():
+    from funcdiff.rules import sparse_matmul as handover
+
+    before = {
+        (cls, name): cls.__dict__[name]
+        for cls in handover._sparse_classes()
+        for name in ("_matmul_dispatch", "_rmatmul_dispatch", "dot")
+        if name in cls.__dict__
+    }
+    assert before and all(hasattr(m, "__funcdiff_original__") for m in before.values())
+    handover.install_handover()  # again: nothing is wrapped twice
+    for (cls, name), method in before.items():
+        assert cls.__dict__[name] is method
+    # SciPy's own answer for ndarrays, bit for bit.
+    A = sp.coo_array(_dense(4, 3, seed=21))
+    x0 = np.arange(3.0)
+    owner = next(c for c in type(A).__mro__ if "_matmul_dispatch" in c.__dict__)
+    original = owner.__dict__["_matmul_dispatch"].__funcdiff_original__
+    assert np.array_equal(A @ x0, original(A, x0))
+
+
+@pytest.mark.parametrize("scipy_first", [False, True])
+def test_the_handover_works_whichever_is_imported_first(scipy_first):
+    """``import funcdiff`` leaves scipy.sparse unloaded; the hand-over is installed when
+    SciPy's sparse package loads (or at once, when it was loaded before)."""
+    program = f"""
+import json, sys
+if {scipy_first}:
+    import scipy.sparse
+import numpy as np
+import funcdiff as fd
+light = "scipy.sparse" not in sys.modules
+import scipy.sparse as sp
+L = sp.diags_array([1.0, -2.0, 1.0], offsets=[-1, 0, 1], shape=(3, 3), format="csr")
+x = fd.tensor([1.0, 2.0, 4.0], requires_grad=True)
+(g,) = fd.grad(np.sum((L @ x) ** 2 + x @ L), x)
+hooks = [type(f).__name__ for f in sys.meta_path if type(f).__name__ == "_AfterImport"]
+print(json.dumps({{"light": light, "grad": g.data.tolist(), "hooks": hooks}}))
+"""
+    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    L = np.array([[-2.0, 1.0, 0.0], [1.0, -2.0, 1.0], [0.0, 1.0, -2.0]])
+    x0 = np.array([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(got["grad"], 2 * L.T @ (L @ x0) + L.sum(axis=1))
+    assert got["light"] is not scipy_first
+    assert got["hooks"] == []  # the post-import hook removes itself once it has run

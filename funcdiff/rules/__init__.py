@@ -27,6 +27,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     scipy_linalg,
     shape,
     signal,
+    sparse_linalg,
     sparse_matmul,
     special,
     stats,

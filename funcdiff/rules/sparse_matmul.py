@@ -16,6 +16,10 @@ classes alike): a Tensor operand goes to :func:`matmul_tensor` or
 the Tensor on the left reaches SciPy's reflected method because the Tensor's
 ``__matmul__`` defers to operands marked ``__funcdiff_defers_matmul__``.
 
+``import funcdiff`` does not import ``scipy.sparse``: the hand-over is installed at once
+when SciPy's sparse package is already loaded, and otherwise right after it loads (a
+post-import hook on ``sys.meta_path``, removed once it has run).
+
 Examples
 --------
 >>> import numpy as np
@@ -34,16 +38,20 @@ tensor([-1.,  0., -1.])
 from __future__ import annotations
 
 import functools
-from typing import Any
+import importlib.abc
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import numpy as np
-import scipy.sparse as sp
 
 from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor
 
 __all__ = [
     "DEFERS_MATMUL",
+    "DeferredCases",
     "sparse_matmul",
     "matmul_tensor",
     "rmatmul_tensor",
@@ -63,6 +71,7 @@ def _sparse_matmul_forward(A: Any, x: Any) -> Any:
 
     Examples
     --------
+    >>> import scipy.sparse as sp
     >>> A = sp.csr_array(np.array([[1.0, 2.0], [0.0, 3.0]]))
     >>> sparse_matmul(A, np.array([[1.0, 0.0, 2.0], [1.0, 1.0, 0.0]]))
     array([[3., 2., 2.],
@@ -77,6 +86,8 @@ def _sparse_matmul_forward(A: Any, x: Any) -> Any:
 
 
 sparse_matmul = dispatching(_sparse_matmul_forward)
+# How users write it, for the table of supported functions.
+sparse_matmul.public_name = "A @ x, A.dot(x), x @ A (A a scipy.sparse matrix)"  # type: ignore[attr-defined]
 
 
 def _with_batch_last(M: Any, v: Any, nb: int) -> Any:
@@ -95,10 +106,40 @@ def _sparse_matmul_jvp(t: Any, ans: Any, A: Any, x: Any) -> Any:
     return _with_batch_last(A, t, batch_ndim(t, x))
 
 
+class DeferredCases(Sequence):
+    """Test cases built on first use: their constants (sparse matrices, factorizations)
+    need ``scipy.sparse``, which ``import funcdiff`` leaves unloaded."""
+
+    def __init__(self, build: Callable[[], tuple[Case, ...]]) -> None:
+        self._build = build
+        self._cases: tuple[Case, ...] | None = None
+
+    def _all(self) -> tuple[Case, ...]:
+        if self._cases is None:
+            self._cases = tuple(self._build())
+        return self._cases
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._all()[index]
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
 def _case_matrix(fmt: str, shape: tuple[int, int], seed: int) -> Any:
+    import scipy.sparse as sp
+
     rng = np.random.default_rng(seed)
     dense = rng.uniform(-2.0, 2.0, size=shape) * (rng.uniform(size=shape) < 0.5)
     return sp.csr_array(dense).asformat(fmt)
+
+
+def _cases() -> tuple[Case, ...]:
+    return (
+        Case((_case_matrix("csr", (4, 3), 0), Arg((3,)))),
+        Case((_case_matrix("csc", (3, 5), 1), Arg((5, 2)))),
+        Case((_case_matrix("csr", (2, 3), 2), Arg((3, 2, 2)))),
+    )
 
 
 register(
@@ -110,13 +151,9 @@ register(
         nondiff_args=frozenset({0}),
         arg_names=("A", "x"),
         complex=True,
-        cases=(
-            Case((_case_matrix("csr", (4, 3), 0), Arg((3,)))),
-            Case((_case_matrix("csc", (3, 5), 1), Arg((5, 2)))),
-            Case((_case_matrix("csr", (2, 3), 2), Arg((3, 2, 2)))),
-        ),
+        cases=cast(tuple, DeferredCases(_cases)),
         convention="A is a constant; differentiable in x; A.T @ g backward",
-        family="contractions",
+        family="linalg",
     ),
     sparse_matmul,
 )
@@ -125,6 +162,8 @@ register(
 # ---------------------------------------------------------------- the hand-over
 def _as_2d(A: Any) -> Any:
     """A CSR or CSC matrix (``1 x n`` for a 1-d sparse array) that the primitive takes."""
+    import scipy.sparse as sp  # loaded: A is one of its matrices
+
     if A.ndim == 1:
         return sp.csr_array(A.reshape(1, -1))
     if A.ndim != 2:
@@ -195,6 +234,8 @@ def dot_tensor(A: Any, x: Any) -> Any:
     (``numpy.dot``'s shapes)."""
     if x.ndim <= 2:
         return matmul_tensor(A, x)
+    if not _is_coo(A):  # SciPy's other formats take 1-d and 2-d operands only
+        raise ValueError("could not interpret dimensions")
     M = _as_2d(A)
     if x.shape[-2] != M.shape[1]:
         raise ValueError(f"shapes {A.shape} and {x.shape} not aligned for dot")
@@ -222,6 +263,8 @@ _HANDLERS = {
 
 def _sparse_classes() -> list[type]:
     """Every public scipy.sparse class and the classes it inherits from."""
+    import scipy.sparse as sp
+
     found: dict[type, None] = {}
     for name in dir(sp):
         cls = getattr(sp, name)
@@ -240,8 +283,58 @@ def install_handover() -> None:
             if original is None or hasattr(original, "__funcdiff_original__"):
                 continue
             setattr(cls, name, _wrapped(original, handler))
+    import scipy.sparse as sp
+
     for cls in (sp.sparray, sp.spmatrix):
         setattr(cls, DEFERS_MATMUL, True)
 
 
-install_handover()
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs ``then()`` right after the module ``name`` has been imported, once."""
+
+    def __init__(self, name: str, then: Callable[[], None]) -> None:
+        self.name = name
+        self.then = then
+        self.searching = False
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name or self.searching:
+            return None
+        self.searching = True  # the other finders locate the module itself
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self.searching = False
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenLoader(spec.loader, self)
+        return spec
+
+    def done(self) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        self.then()
+
+
+class _ThenLoader(importlib.abc.Loader):
+    """The module's own loader, and the hook's ``then()`` after it ran."""
+
+    def __init__(self, inner: Any, hook: _AfterImport) -> None:
+        self.inner = inner
+        self.hook = hook
+
+    def create_module(self, spec: Any) -> Any:
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = module.__spec__.loader = self.inner  # its own loader again
+        self.inner.exec_module(module)
+        self.hook.done()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+if "scipy.sparse" in sys.modules:
+    install_handover()
+else:
+    sys.meta_path.insert(0, _AfterImport("scipy.sparse", install_handover))

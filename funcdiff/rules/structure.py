@@ -153,6 +153,9 @@ STRUCTURE: dict[str, Structure] = {
     "bincount": Structure("bincount", "linear"),
     "full_like": Structure("full_like", "linear"),
     "sparse_matmul": Structure("sparse_matmul", "linear"),
+    # Sparse solves: the inverse of a sparse matrix is generically dense.
+    "lu_solve": Structure("dense", "linear"),
+    "csr_solve": Structure("dense", "nonlinear"),
     **{name: Structure("dense", "nonlinear") for name in _DENSE},
     **{name: Structure("dense", "linear") for name in _FFT},
     # Zero derivatives on real values, elementwise ones on complex values.

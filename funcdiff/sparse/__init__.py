@@ -32,6 +32,7 @@ from typing import Any
 import scipy.sparse as sp
 
 from funcdiff._core.tensor import tensor
+from funcdiff.sparse import linalg  # noqa: F401  (fs.linalg, the submodule)
 from funcdiff.sparse._detect import run_traced
 from funcdiff.sparse._prepared import (
     SparseHessian,
@@ -41,6 +42,7 @@ from funcdiff.sparse._prepared import (
     _output,
     as_point,
 )
+from funcdiff.sparse.matrices import csr_array
 
 __all__ = [
     "jacobian_sparsity",
@@ -53,6 +55,7 @@ __all__ = [
     "SparseHessian",
     "SparsityError",
     "SparsityGuardError",
+    "csr_array",
 ]
 
 

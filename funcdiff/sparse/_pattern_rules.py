@@ -374,7 +374,7 @@ def _sparse_matmul(rule, struct, args, kwargs, inputs, outputs, acc):
     _, _, t, p = variable[0]
     nonzero = sp.csr_array(args[0], dtype=bool, copy=True)
     nonzero.eliminate_zeros()
-    trailing = t.data.size // max(t.data.shape[0], 1)
+    trailing = int(np.prod(t.data.shape[1:], dtype=np.int64))
     if trailing != 1:
         nonzero = sp.kron(nonzero, sp.eye_array(trailing, dtype=bool), format="csr")
     return [product(nonzero, p)]

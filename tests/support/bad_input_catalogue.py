@@ -103,6 +103,7 @@ G_NAMED = "Complex numbers, and functions named as you called them"
 G_EXIT = "Leaving the graph: Python numbers, copies and pickles"
 G_CHECK = "Checking derivatives: hand-written jac and hess, complex inputs"
 G_SPARSE = "Sparse Jacobians and Hessians"
+G_SPMAT = "Sparse matrices and sparse solves"
 
 X3 = "x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)\n"
 
@@ -1487,6 +1488,75 @@ CATALOGUE: tuple[Entry, ...] = (
         'fd.optimize.minimize(lambda x: np.sum(x ** 2), np.ones(3), method="BFGS", sparse=True)',
         ValueError,
         "needs a method that takes a Hessian matrix",
+    ),
+    # ------------------------------------------------------------------ sparse matrices
+    _e(
+        "spmat-mismatch",
+        G_SPMAT,
+        "a scipy.sparse matrix times a Tensor of the wrong length",
+        X3 + "scipy.sparse.csr_array(np.ones((2, 4))) @ x",
+        ValueError,
+        "matmul: dimension mismatch",
+    ),
+    _e(
+        "spmat-scalar",
+        G_SPMAT,
+        "a scipy.sparse matrix times a 0-d Tensor",
+        "scipy.sparse.csr_matrix(np.eye(2)) * fd.tensor(2.0, requires_grad=True)",
+        TypeError,
+        "sparse matrix of Tensors",
+    ),
+    _e(
+        "spmat-elementwise",
+        G_SPMAT,
+        "a Tensor times a scipy.sparse array elementwise",
+        X3 + "x * scipy.sparse.csr_array(np.eye(3))",
+        RuntimeError,
+        "the gradient would be lost",
+    ),
+    _e(
+        "csr-indptr",
+        G_SPMAT,
+        "csr_array with an index pointer of the wrong length",
+        X3 + "import funcdiff.sparse as fs\nfs.csr_array((x, [0, 1, 2], [0, 3]), shape=(2, 3))",
+        ValueError,
+        "index pointer size 2 should be 3",
+    ),
+    _e(
+        "csr-bounds",
+        G_SPMAT,
+        "csr_array with a column index out of range",
+        X3 + "import funcdiff.sparse as fs\nfs.csr_array((x, [0, 1, 5], [0, 3]), shape=(1, 3))",
+        ValueError,
+        "column index out of bounds",
+    ),
+    _e(
+        "spsolve-singular",
+        G_SPMAT,
+        "spsolve with a singular matrix",
+        "from funcdiff.sparse.linalg import spsolve\n"
+        "b = fd.tensor([1.0, 2.0], requires_grad=True)\n"
+        "spsolve(scipy.sparse.csc_array(np.ones((2, 2))), b)",
+        np.linalg.LinAlgError,
+        "singular",
+    ),
+    _e(
+        "spsolve-rhs",
+        G_SPMAT,
+        "spsolve with a right-hand side of the wrong length",
+        X3 + "from funcdiff.sparse.linalg import spsolve\n"
+        "spsolve(scipy.sparse.eye_array(2, format='csc'), x)",
+        ValueError,
+        "matrix - rhs dimension mismatch",
+    ),
+    _e(
+        "splu-grad",
+        G_SPMAT,
+        "splu of a matrix whose values require grad",
+        X3 + "import funcdiff.sparse as fs\n"
+        "fs.linalg.splu(fs.csr_array((x, [0, 1, 2], [0, 1, 2, 3]), shape=(3, 3)))",
+        TypeError,
+        "use funcdiff.sparse.linalg.spsolve",
     ),
 )
 

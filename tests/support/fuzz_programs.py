@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sps
 import scipy.special as sp
 
 import funcdiff as fd
@@ -69,7 +70,7 @@ __all__ = [
     "run_budget",
 ]
 
-NAMESPACE = {"np": np, "sp": sp, "fdl": fdl, "fds": fds, "fdsig": fdsig, "fdst": fdst}
+NAMESPACE = {"np": np, "sp": sp, "sps": sps, "fdl": fdl, "fds": fds, "fdsig": fdsig, "fdst": fdst}
 MAX_SIZE = 36  # elements of any value
 MAX_INPUT_SIZE = 24  # elements of all inputs together
 MAX_OUT = 12  # elements of the program's output
@@ -150,7 +151,7 @@ class Program:
         values = ",\n    ".join(f"np.array({x.tolist()!r})" for x in self.inputs)
         outs = "(f(*xs),)" if len(self.outs) == 1 else "f(*xs)"
         return (
-            "import numpy as np\nimport scipy.special as sp\n"
+            "import numpy as np\nimport scipy.sparse as sps\nimport scipy.special as sp\n"
             "from funcdiff import linalg as fdl, special as fds\n\n\n"
             f"{self.function_source()}\n\n"
             f"W = ({self.weights_source()})\n\n\n"
@@ -910,6 +911,23 @@ def op_product(b: _Builder, name: str) -> tuple | None:
     return [f"{name} = {src}"], [a, c], None
 
 
+def op_sparse_matmul(b: _Builder, name: str) -> tuple | None:
+    """``L @ a``, ``a @ L`` or ``L.T @ a`` with a random constant scipy.sparse ``L``."""
+    ch = b.ch
+    a = b.pick(lambda v: v.ndim in (1, 2))
+    if a is None:
+        return None
+    sa = b.value(a).shape
+    form = ch.choice(["L @ a", "a @ L", "L.T @ a"])
+    inner, other = (sa[-1] if form == "a @ L" else sa[0]), ch.integer(1, 4)
+    shape = (other, inner) if form == "L @ a" else (inner, other)
+    fmt = ch.choice(["csr", "csc", "coo", "lil", "dia", "bsr"])
+    cls = ch.choice(["array", "matrix"])
+    L = f"sps.{fmt}_{cls}(sps.random_array({shape}, density=0.6, rng={ch.integer(0, 999)}))"
+    src = {"L @ a": f"{L} @ {a}", "a @ L": f"{a} @ {L}", "L.T @ a": f"{L}.T @ {a}"}[form]
+    return [f"{name} = {src}"], [a], None
+
+
 def _eig_gaps(s: np.ndarray) -> bool:
     w = np.linalg.eigvalsh(s)
     return w.shape[-1] < 2 or bool(np.diff(w, axis=-1).min() >= 0.1)
@@ -1256,6 +1274,7 @@ OPS: list[Callable] = [
     op_registry,
     op_registry,
     op_registry,
+    op_sparse_matmul,
 ]
 
 
