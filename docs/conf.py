@@ -84,6 +84,7 @@ html_sidebars = {
         "supported",
         "verifying",
         "optimization",
+        "implicit",
         "performance",
         "migrating",
     )
