@@ -4,8 +4,6 @@ from funcdiff._core.registry import (
     FUNCTION_RULES,
     NAMED_RULES,
     UFUNC_RULES,
-    Arg,
-    Case,
     Rule,
     all_rules,
 )
@@ -21,6 +19,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     linalg,
     norms,
     numerical,
+    piecewise,
     rearrange,
     reductions,
     scans,
@@ -32,7 +31,6 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     structure,
     zeta,
 )
-
-structure.install(all_rules())
+from funcdiff.rules.cases import Arg, Case
 
 __all__ = ["Arg", "Case", "Rule", "UFUNC_RULES", "FUNCTION_RULES", "NAMED_RULES", "all_rules"]

@@ -37,8 +37,9 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.registry import Rule, Structure, dispatching, register
 from funcdiff._core.tensor import Tensor
+from funcdiff.rules.cases import Arg, Case
 
 _CONSTANT_FUNCTIONS = [
     np.zeros_like,
@@ -95,6 +96,7 @@ register(
         convention="the template only gives the shape; fill_value gets the summed cotangent",
         uses_values=False,
         family="constants",
+        structure=Structure("full_like", "linear"),
     ),
 )
 

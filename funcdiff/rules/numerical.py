@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules.cases import Arg, Case
 
 _FAMILY = "numerical"
 

@@ -32,8 +32,9 @@ import scipy.special as sp
 import scipy.stats
 
 from funcdiff._core.grad_mode import is_grad_enabled
-from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules.cases import Arg, Case
 
 LOG_PI = float(np.log(np.pi))
 LOG_2 = float(np.log(2.0))
@@ -612,8 +613,8 @@ register(
         scipy.stats.multivariate_normal.logpdf,
         impl=multivariate_normal_logpdf,
         cases=(
-            Case((Arg((4, 3)),), {"mean": Arg((3,)), "cov": Arg((3, 3), kind="spd")}),
-            Case((Arg((3,)),), {"mean": Arg((3,)), "cov": Arg((3,), 0.5, 2.0)}),
+            Case((Arg((4, 3)),), dict(mean=Arg((3,)), cov=Arg((3, 3), kind="spd"))),
+            Case((Arg((3,)),), dict(mean=Arg((3,)), cov=Arg((3,), 0.5, 2.0))),
             Case((Arg((5,)),), {"cov": Arg((), 0.5, 2.0)}),
             Case((Arg((2, 2, 2)),), {"cov": Arg((2, 2), kind="spd")}),
         ),
