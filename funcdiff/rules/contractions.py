@@ -27,6 +27,7 @@ import operator
 import string
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -327,7 +328,7 @@ def _vdot_vjp(g, ans, x, y):
     return np.reshape(flat, lead + tuple(np.shape(x)))
 
 
-_VDOT_VJPS = {
+_VDOT_VJPS: dict[int | str, Callable[..., Any]] = {
     0: lambda g, ans, a, b: _vdot_vjp(g, ans, a, b),
     1: lambda g, ans, a, b: _vdot_vjp(g, ans, b, a),
 }
@@ -360,7 +361,7 @@ def _vecdot_fn(x1, x2, axis=-1):
     return np.linalg.vecdot(x1, x2, axis=axis)
 
 
-_LINALG_VECDOT_VJPS = {
+_LINALG_VECDOT_VJPS: dict[int | str, Callable[..., Any]] = {
     0: lambda g, ans, x1, x2, axis=-1: _vecdot_vjp(g, ans, x1, x2, axis),
     1: lambda g, ans, x1, x2, axis=-1: _vecdot_vjp(g, ans, x2, x1, axis),
 }
@@ -381,7 +382,7 @@ if hasattr(np.linalg, "vecdot"):
         ),
         np.linalg.vecdot,
     )
-_VECDOT_VJPS = {
+_VECDOT_VJPS: dict[int | str, Callable[..., Any]] = {
     0: lambda g, ans, x1, x2: np.expand_dims(g, -1) * x2,
     1: lambda g, ans, x1, x2: np.expand_dims(g, -1) * x1,
 }
@@ -398,7 +399,7 @@ if isinstance(getattr(np, "vecdot", None), np.ufunc):
             complex=True,
         )
     )
-_VECMAT_VJPS = {
+_VECMAT_VJPS: dict[int | str, Callable[..., Any]] = {
     0: lambda g, ans, v, m: np.matvec(m, g),
     1: lambda g, ans, v, m: np.expand_dims(v, -1) * np.expand_dims(g, -2),
 }

@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -189,7 +189,8 @@ def dispatching_nested(fn: Callable) -> Callable:
             items = a if type(a) in (tuple, list) else (a,)
             for item in items:
                 if isinstance(item, Tensor):
-                    return item.__array_function__(wrapper, (Tensor,), args, kwargs)
+                    # Tensor installs __array_function__ from funcdiff._methods (layer 3).
+                    return cast(Any, item).__array_function__(wrapper, (Tensor,), args, kwargs)
         return fn(*args, **kwargs)
 
     return wrapper

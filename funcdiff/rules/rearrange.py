@@ -332,6 +332,27 @@ register(
         ),
     )
 )
+
+
+def _diagflat_vjp(g, ans, v, k=0):
+    # The k-th diagonal of the cotangent, back in the shape of v (flattened row-major).
+    return np.reshape(np.diagonal(g, int(k), -2, -1), _batch(g, ans) + np.shape(v))
+
+
+register(
+    _layout_rule(
+        "diagflat",
+        np.diagflat,
+        {0: _diagflat_vjp},
+        cases=(
+            Case((Arg((3,)),)),
+            Case((Arg((2, 2)),)),
+            Case((Arg((3,)), 1)),
+            Case((Arg((2, 3)),), {"k": -2}),
+            Case((Arg(()),)),
+        ),
+    )
+)
 _tri_cases = (
     Case((Arg((3, 3)),)),
     Case((Arg((3, 4)), 1)),

@@ -376,11 +376,23 @@ def _moment_cases() -> tuple[Case, ...]:
     )
 
 
+def _conjugated(vjp):
+    """The complex vjp of a real-valued moment of ``a`` (``var``, ``std``): a function of
+    ``|a - mean|**2``, whose vjp is the real formula on ``conj(a)``."""
+
+    def complex_vjp(g, ans, a, *args, **kwargs):
+        return vjp(g, ans, np.conjugate(a), *args, **kwargs)
+
+    return complex_vjp
+
+
 register(
     Rule(
         "var",
         _var,
         vjps={0: _var_vjp},
+        complex_vjps={0: _conjugated(_var_vjp)},
+        complex=True,
         cases=_moment_cases(),
         family="reductions",
         structure=reduction("nonlinear"),
@@ -392,6 +404,8 @@ register(
         "std",
         _std,
         vjps={0: _std_vjp},
+        complex_vjps={0: _conjugated(_std_vjp)},
+        complex=True,
         cases=_moment_cases(),
         convention="gradient 0 where the standard deviation is 0 (finite at every order); "
         "ddof >= n gives inf or NaN, as NumPy's value does",

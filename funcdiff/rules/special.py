@@ -30,7 +30,7 @@ from numpy.lib.array_utils import normalize_axis_tuple
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
-from funcdiff.rules.elementwise import binary_cases, unary, unary_cases
+from funcdiff.rules.elementwise import binary_cases, constant, unary, unary_cases
 from funcdiff.rules.structure import ELEMENTWISE
 
 SQRT_PI = float(np.sqrt(np.pi))
@@ -293,8 +293,10 @@ _binary(
 )
 
 # ---------------------------------------------------------------- error functions
-_unary(sp.erf, lambda g, ans, x: g * TWO_OVER_SQRT_PI * np.exp(-x * x))
-_unary(sp.erfc, lambda g, ans, x: -g * TWO_OVER_SQRT_PI * np.exp(-x * x))
+# The sign of the gamma function: piecewise constant, its result never requires grad.
+constant(sp.gammasgn)
+_unary(sp.erf, lambda g, ans, x: g * TWO_OVER_SQRT_PI * np.exp(-x * x), complex=True)
+_unary(sp.erfc, lambda g, ans, x: -g * TWO_OVER_SQRT_PI * np.exp(-x * x), complex=True)
 _unary(
     sp.erfcx,
     lambda g, ans, x: g * (2.0 * x * ans - TWO_OVER_SQRT_PI),
