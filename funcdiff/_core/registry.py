@@ -244,17 +244,21 @@ class Rule:
     # Recording plans of the fast positional path (``ops.dispatch.call_positional``).
     _positional_plans: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    @cached_property
-    def shapes_only(self) -> bool:
-        """Whether the derivatives need only the shapes and dtypes of the differentiated
-        arguments and of the output (sum, mean), not their values or layout."""
-        return not self.uses_values and not self.uses_layout
+    # Derived once from the fields above (in __post_init__), read on every recorded call:
+    # whether the derivatives need only the shapes and dtypes of the differentiated
+    # arguments and of the output (sum, mean), and the name of the rule's nodes
+    # (``grad_fn``: ``"sin"`` gives ``SinBackward``). Plain instance attributes, not
+    # properties, so that the interpreter's attribute caches serve them.
+    shapes_only: bool = field(init=False, repr=False, compare=False)
+    node_name: str = field(init=False, repr=False, compare=False)
 
-    @cached_property
-    def node_name(self) -> str:
-        """The name of the rule's nodes (``grad_fn``): ``"sin"`` gives ``SinBackward``."""
+    def __post_init__(self) -> None:
+        # Initialisation, not mutation: the frozen class's own __init__ stores its fields
+        # the same way.
+        derived = vars(self)
+        derived["shapes_only"] = not self.uses_values and not self.uses_layout
         parts = self.name.replace(".", "_").split("_")
-        return "".join(part.capitalize() for part in parts) + "Backward"
+        derived["node_name"] = "".join(part.capitalize() for part in parts) + "Backward"
 
     @cached_property
     def reads(self) -> dict:

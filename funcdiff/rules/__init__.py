@@ -17,10 +17,12 @@ from funcdiff._core.registry import (
     all_rules,
 )
 from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
+    choosing,
     complex_linalg,
     complex_support,
     constants,
     contractions,
+    creation,
     eigen,
     elementwise,
     fft,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.registry import Rule, register
+from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.elementwise import binary, binary_cases, constant, tie_weights
 from funcdiff.rules.structure import (
@@ -362,4 +363,32 @@ register(
         structure=ELEMENTWISE_PIECEWISE,
     ),
     np.clip,
+)
+
+
+# ---------------------------------------------------------------- real_if_close
+def _real_if_close(a, tol=100):
+    dtype = a.dtype if isinstance(a, Tensor) else np.result_type(a)
+    if dtype.kind != "c":
+        return a
+    limit = float(tol) * float(np.finfo(dtype).eps) if tol > 1 else float(tol)
+    # A decision on the values (traced as a branch by funcdiff.sparse and funcdiff.replay).
+    if bool(np.all(np.abs(np.imag(values_read(a))) < limit)):
+        return np.real(a)
+    return a
+
+
+register(
+    Rule(
+        "real_if_close",
+        np.real_if_close,
+        impl=_real_if_close,
+        cases=(Case((Arg((3, 2)),)),),
+        complex_cases=(Case((Arg((3,), kind="complex"),)),),
+        convention="the real part where every imaginary part is below tol machine epsilons "
+        "(a branch on the values), else the complex input unchanged",
+        family="elementwise",
+        complex=True,
+    ),
+    np.real_if_close,
 )

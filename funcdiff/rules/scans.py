@@ -307,3 +307,22 @@ for _name, _func, _pad in (
             ),
             getattr(np, _name),
         )
+
+
+# ---------------------------------------------------------------- nancumsum
+def _nancumsum(a, axis=None, dtype=None, out=None):
+    _unsupported("nancumsum", out=out)
+    return np.cumsum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype)
+
+
+register(
+    Rule(
+        "nancumsum",
+        np.nancumsum,
+        impl=_nancumsum,
+        cases=_cumulative_cases(),
+        convention="NaN entries count as 0 and get gradient 0",
+        family="reductions",
+    ),
+    np.nancumsum,
+)

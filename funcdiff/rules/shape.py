@@ -688,3 +688,55 @@ register(
         complex=True,
     )
 )
+
+
+# ---------------------------------------------------------------- block
+def _block_depth(arrays, where: str = "arrays") -> int:
+    """How deep the lists nest (NumPy's rules: lists only, all leaves at one depth)."""
+    if isinstance(arrays, tuple):
+        raise TypeError(f"{where} is a tuple. Only lists can be used to arrange blocks.")
+    if not isinstance(arrays, list):
+        return 0
+    if not arrays:
+        raise ValueError(f"List at {where} cannot be empty")
+    depths = {_block_depth(a, f"{where}[{i}]") for i, a in enumerate(arrays)}
+    if len(depths) != 1:
+        raise ValueError(f"List depths are mismatched at {where}")
+    return depths.pop() + 1
+
+
+def _block_leaves(arrays):
+    if isinstance(arrays, list):
+        for a in arrays:
+            yield from _block_leaves(a)
+    else:
+        yield arrays
+
+
+def _block(arrays):
+    depth = _block_depth(arrays)
+    ndim = max([depth] + [np.ndim(a) for a in _block_leaves(arrays)])
+
+    def assemble(item, level):
+        if level == depth:  # a leaf, with leading axes of length 1 up to ndim
+            return np.reshape(item, (1,) * (ndim - np.ndim(item)) + tuple(np.shape(item)))
+        parts = [assemble(a, level + 1) for a in item]
+        return np.concatenate(parts, axis=level - depth)
+
+    return assemble(arrays, 0)
+
+
+register(
+    _rule(
+        "block",
+        np.block,
+        # The test cases draw flat lists; nested ones are checked in tests/test_numpy_extras.py.
+        cases=(
+            Case(([Arg((2,)), Arg((3,))],)),
+            Case(([Arg((2, 2)), Arg((2, 1))],)),
+            Case(([Arg(()), Arg((2,))],)),
+        ),
+        impl=_block,
+        complex=True,
+    )
+)
