@@ -28,6 +28,7 @@ from funcdiff.rules import (  # noqa: F401  (imported for their registrations)
     fft,
     indexing,
     linalg,
+    matrix_equations,
     norms,
     numerical,
     piecewise,

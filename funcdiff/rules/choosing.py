@@ -9,8 +9,8 @@ Examples
 --------
 >>> import numpy as np
 >>> import funcdiff as fd
->>> x = fd.tensor([1.0, -2.0, 3.0], requires_grad=True)
->>> np.sum(np.select([x.detach() > 0], [x * x], default=0.0)).backward()
+>>> x = fd.tensor([1.0, 2.0, 3.0], requires_grad=True)
+>>> np.sum(np.select([np.array([True, False, True])], [x * x], default=0.0)).backward()
 >>> x.grad
 tensor([2., 0., 6.])
 """
