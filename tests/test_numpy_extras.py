@@ -67,7 +67,9 @@ def test_nan_statistics_skip_nan_and_give_it_no_gradient() -> None:
     a = RNG.normal(size=(3, 4))
     a[0, 1] = a[2, 3] = np.nan
     t = fd.tensor(a, requires_grad=True)
-    np.testing.assert_allclose(np.nanvar(t, axis=1, ddof=1).detach().numpy(), np.nanvar(a, axis=1, ddof=1))
+    np.testing.assert_allclose(
+        np.nanvar(t, axis=1, ddof=1).detach().numpy(), np.nanvar(a, axis=1, ddof=1)
+    )
     np.testing.assert_allclose(np.nanstd(t).detach().numpy(), np.nanstd(a))
     (g,) = fd.grad(np.nanvar(t), t)
     # d/dx_i of the mean squared deviation over the n present entries: 2 (x_i - mean) / n.
@@ -79,7 +81,9 @@ def test_nan_statistics_skip_nan_and_give_it_no_gradient() -> None:
 def test_nested_block_matches_numpy_and_gradchecks() -> None:
     a, b, c = RNG.normal(size=(2, 2)), RNG.normal(size=(2, 1)), RNG.normal(size=(1, 3))
     ta, tb, tc = (fd.tensor(x, requires_grad=True) for x in (a, b, c))
-    np.testing.assert_array_equal(np.block([[ta, tb], [tc]]).detach().numpy(), np.block([[a, b], [c]]))
+    np.testing.assert_array_equal(
+        np.block([[ta, tb], [tc]]).detach().numpy(), np.block([[a, b], [c]])
+    )
     assert gradcheck(lambda x, y, z: np.block([[x, y], [z]]), (ta, tb, tc))
     assert gradgradcheck(lambda x, y, z: np.block([[x * x, y], [z]]), (ta, tb, tc))
     with pytest.raises(ValueError, match="depths are mismatched"):
@@ -178,6 +182,39 @@ def test_complex_erf_derivative_is_the_gaussian() -> None:
     z = fd.tensor(np.array([0.3 + 0.4j, -1.0 + 0.2j]), requires_grad=True)
     assert gradcheck(lambda t: scipy.special.erf(t), (z,))
     assert gradgradcheck(lambda t: scipy.special.erfc(t), (z,))
+
+
+def test_multivariate_normal_entropy_and_singular_covariance() -> None:
+    from scipy import stats
+
+    from funcdiff.stats import multivariate_normal as mvn
+
+    c = np.array([[2.0, 0.3], [0.3, 1.0]])
+    t = fd.tensor(c, requires_grad=True)
+    np.testing.assert_allclose(
+        mvn.entropy(cov=t).data, stats.multivariate_normal(None, c).entropy()
+    )
+    (g,) = fd.grad(mvn.entropy(cov=t), t)
+    np.testing.assert_allclose(g.numpy(), 0.5 * np.linalg.inv(c))  # d log det / 2
+    np.testing.assert_allclose(mvn(None, t).entropy().data, mvn.entropy(cov=c))
+    # A singular covariance: pseudo-determinant and pseudo-inverse on the support.
+    s = np.array([[1.0, 1.0, 0.0], [1.0, 1.0, 0.0], [0.0, 0.0, 2.0]])
+    x = np.array([[0.3, 0.3, 0.1], [0.2, 0.5, 0.0]])  # the second is off the support
+    got = mvn.logpdf(fd.tensor(x), cov=s, allow_singular=True)
+    np.testing.assert_allclose(
+        got.numpy(), stats.multivariate_normal.logpdf(x, cov=s, allow_singular=True)
+    )
+    np.testing.assert_allclose(
+        mvn.entropy(cov=fd.tensor(s), allow_singular=True).numpy(),
+        stats.multivariate_normal(None, s, allow_singular=True).entropy(),
+    )
+    # Along the support (directions (1, 1, 0) and (0, 0, 1)) the gradient matches SciPy's
+    # differences.
+    x0 = np.array([0.3, 0.3, 0.1])
+    g = _grad(lambda v: mvn.logpdf(v, cov=s, allow_singular=True), x0)
+    for d in (np.array([1.0, 1.0, 0.0]), np.array([0.0, 0.0, 1.0])):
+        f = lambda h, d=d: stats.multivariate_normal.logpdf(x0 + h * d, cov=s, allow_singular=True)  # noqa: E731
+        np.testing.assert_allclose(g @ d, (f(1e-6) - f(-1e-6)) / 2e-6, rtol=1e-6)
 
 
 # ---------------------------------------------------------------- torch
