@@ -67,6 +67,7 @@ __all__ = [
     "eigvalsh",
     "sqrtm",
     "solve_sylvester",
+    "solve_banded",
 ]
 
 _RIGHT_HAND_SIDE = """b : (..., {n}) or (..., {n}, K) array_like or Tensor
@@ -540,6 +541,51 @@ def solve_sylvester(
             [0.33333333, 0.33333333]])
     """
     return _equations.solve_sylvester(a, b, q)
+
+
+def solve_banded(
+    l_and_u: tuple[int, int],
+    ab: ArrayLike | Tensor,
+    b: ArrayLike | Tensor,
+    overwrite_ab: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+) -> np.ndarray | Tensor:
+    """Solve ``a @ x = b`` for a banded ``a``, as ``scipy.linalg.solve_banded``,
+    differentiable to any order in ``ab`` and ``b``.
+
+    Parameters
+    ----------
+    l_and_u : (int, int)
+        The numbers of nonzero lower and upper diagonals.
+    ab : (l + u + 1, M) array_like or Tensor
+        ``a`` in diagonal-ordered form: ``ab[u + i - j, j] == a[i, j]``.
+    b : (M,) or (M, K) array_like or Tensor
+        Right-hand side.
+    overwrite_ab, overwrite_b, check_finite : bool
+        The overwrite flags are ignored; ``check_finite`` as in SciPy.
+
+    Returns
+    -------
+    ndarray or Tensor
+        ``x``, shaped like ``b``.
+
+    Notes
+    -----
+    The cotangent of ``b`` solves the banded system of ``a^T``; that of ``ab`` is
+    ``-y x^T`` read on the band (the corners of ``ab`` the solver never reads get 0).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff import linalg
+    >>> ab = fd.tensor([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]], requires_grad=True)
+    >>> x = linalg.solve_banded((1, 1), ab, np.array([5.0, 6.0, 5.0]))
+    >>> x
+    tensor([1., 1., 1.], grad_fn=<ScipyLinalgSolveBandedBackward>)
+    """
+    return _equations.solve_banded(l_and_u, ab, b, check_finite=check_finite)
 
 
 for _f in (solve_triangular, cho_factor, cho_solve, solve, inv, det):

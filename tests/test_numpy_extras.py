@@ -158,6 +158,34 @@ def test_solve_sylvester_with_diagonal_coefficients() -> None:
     np.testing.assert_allclose(ga, _central(f, np.diag(p)), atol=1e-7)
 
 
+def test_solve_banded_matches_the_dense_solve() -> None:
+    n = 5
+    a = np.diag(4.0 + RNG.uniform(size=n)) + np.diag(RNG.uniform(size=n - 1), 1)
+    a += np.diag(RNG.uniform(size=n - 1), -1) + np.diag(RNG.uniform(size=n - 2), -2)
+    lower, upper = 2, 1
+    ab = np.zeros((lower + upper + 1, n))
+    for i in range(n):
+        for j in range(max(0, i - lower), min(n, i + upper + 1)):
+            ab[upper + i - j, j] = a[i, j]
+    b = RNG.normal(size=(n, 2))
+    x = linalg.solve_banded((lower, upper), fd.tensor(ab), b)
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(a, b))
+    w = RNG.normal(size=(n, 2))
+    gb = _grad(lambda t: np.sum(w * linalg.solve_banded((lower, upper), ab, t)), b)
+    np.testing.assert_allclose(gb, np.linalg.solve(a.T, w))
+    gab = _grad(lambda t: np.sum(w * linalg.solve_banded((lower, upper), t, b)), ab)
+    dense = -np.linalg.solve(a.T, w) @ np.linalg.solve(a, b).T
+    expected = np.zeros_like(ab)
+    for i in range(n):
+        for j in range(max(0, i - lower), min(n, i + upper + 1)):
+            expected[upper + i - j, j] = dense[i, j]
+    np.testing.assert_allclose(gab, expected, atol=1e-12)
+    assert gradgradcheck(
+        lambda t, v: linalg.solve_banded((lower, upper), t, v),
+        (fd.tensor(ab, requires_grad=True), fd.tensor(b, requires_grad=True)),
+    )
+
+
 def test_sqrtm_real_and_complex() -> None:
     a = RNG.normal(size=(3, 3))
     a = a @ a.T + np.eye(3)

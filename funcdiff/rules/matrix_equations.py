@@ -1,5 +1,5 @@
 """``scipy.linalg`` rules for matrix equations: ``solve_sylvester``, ``sqrtm`` and
-``solve_banded``.
+``solve_banded`` (whose vjp solves the banded system of the transpose).
 
 The Sylvester equation ``A X + X B = Q`` is its own adjoint's kind: the cotangent of
 ``Q`` solves ``A^T Y + Y B^T = G``, and the square root's vjp is one Sylvester solve
@@ -31,7 +31,7 @@ from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.linalg_common import mT
 from funcdiff.rules.structure import DENSE
 
-__all__ = ["solve_sylvester", "sqrtm"]
+__all__ = ["solve_sylvester", "sqrtm", "solve_banded"]
 
 
 def _each_matrix(solve: Any, *operands: Any) -> Any:
@@ -116,4 +116,76 @@ register(
     ),
     scipy.linalg.sqrtm,
     sqrtm,
+)
+
+
+# ---------------------------------------------------------------- solve_banded
+@dispatching
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.solve_banded``, never overwriting its inputs."""
+    return scipy.linalg.solve_banded(l_and_u, ab, b, check_finite=check_finite)
+
+
+def _bands(l_and_u: Any) -> tuple[int, int]:
+    lower, upper = (int(v) for v in l_and_u)
+    return lower, upper
+
+
+def _transposed_band(ab: Any, lower: int, upper: int) -> Any:
+    """The banded form of ``A^T`` (``upper`` sub- and ``lower`` superdiagonals) from that
+    of ``A``: ``ab_T[r, j] = ab[upper + lower - r, j + r - lower]``, a recorded gather."""
+    rows, n = np.shape(ab)
+    r = np.arange(rows)[:, None]
+    cols = np.arange(n)[None, :] + r - lower
+    valid = (cols >= 0) & (cols < n)
+    gathered = ab[np.broadcast_to(upper + lower - r, (rows, n)), np.clip(cols, 0, n - 1)]
+    return np.where(valid, gathered, 0.0)
+
+
+def _solve_banded_vjp_all(needs, g, ans, l_and_u, ab, b, *args, **kwargs):
+    lower, upper = _bands(l_and_u)
+    # The cotangent of b solves A^T y = g; that of A is -y x^T on the band.
+    band_t = _transposed_band(ab, lower, upper)
+    if np.ndim(g) > np.ndim(ans):  # a batch of cotangents: extra right-hand sides
+        moved = np.moveaxis(g, 0, -1)
+        flat = np.reshape(moved, (np.shape(ans)[0], -1))
+        y = np.moveaxis(
+            np.reshape(solve_banded((upper, lower), band_t, flat), np.shape(moved)), -1, 0
+        )
+    else:
+        y = solve_banded((upper, lower), band_t, g)
+    grad_ab = None
+    if needs[1]:
+        rows, n = np.shape(ab)
+        row_of = np.arange(rows)[:, None] + np.arange(n)[None, :] - upper  # i = r + j - u
+        valid = (row_of >= 0) & (row_of < n)
+        picked = np.clip(row_of, 0, n - 1)
+        vector = np.ndim(b) == 1
+        if vector:
+            outer = y[..., picked] * ans[None, :]
+        else:
+            outer = np.sum(y[..., picked, :] * ans[None, :, :], axis=-1)
+        grad_ab = np.where(valid, -outer, 0.0)
+    return (None, grad_ab, y if needs[2] else None)
+
+
+register(
+    Rule(
+        "scipy.linalg.solve_banded",
+        solve_banded.__wrapped__,
+        vjp_all=_solve_banded_vjp_all,
+        cases=(
+            Case(((1, 0), Arg((2, 4), 0.5, 1.0), Arg((4,)))),
+            Case(((0, 1), Arg((2, 3), 0.5, 1.0), Arg((3, 2)))),
+            Case(((0, 0), Arg((1, 3), 0.5, 1.0), Arg((3,)))),
+        ),
+        nondiff_args=frozenset({0, "l_and_u"}),
+        convention="the gradient of ab lives on the entries the solver reads (the band); "
+        "its unused corners get 0",
+        family="linalg",
+        structure=DENSE,
+        arg_names=("l_and_u", "ab", "b"),
+    ),
+    scipy.linalg.solve_banded,
+    solve_banded,
 )
