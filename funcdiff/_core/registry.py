@@ -51,7 +51,6 @@ import dis
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -244,39 +243,44 @@ class Rule:
     # Recording plans of the fast positional path (``ops.dispatch.call_positional``).
     _positional_plans: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
-    # Derived once from the fields above (in __post_init__), read on every recorded call:
-    # whether the derivatives need only the shapes and dtypes of the differentiated
+    # Derived once from the fields above, in __post_init__, and read on every recorded
+    # call: whether the derivatives need only the shapes and dtypes of the differentiated
     # arguments and of the output (sum, mean), and the name of the rule's nodes
-    # (``grad_fn``: ``"sin"`` gives ``SinBackward``). Plain instance attributes, not
-    # properties, so that the interpreter's attribute caches serve them.
+    # (``grad_fn``: ``"sin"`` gives ``SinBackward``).
     shapes_only: bool = field(init=False, repr=False, compare=False)
     node_name: str = field(init=False, repr=False, compare=False)
+    # Values computed on first use (``reads``, ``complex_rule``): filled in place.
+    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # Initialisation, not mutation: the frozen class's own __init__ stores its fields
-        # the same way.
-        derived = vars(self)
-        derived["shapes_only"] = not self.uses_values and not self.uses_layout
+        # Stored the way the frozen class's generated __init__ stores its fields: the
+        # attributes stay in the instance's inline values, which keeps every attribute
+        # read on the per-call path specialised by the interpreter (going through
+        # vars(self) or functools.cached_property costs ~2% per recorded op).
         parts = self.name.replace(".", "_").split("_")
-        derived["node_name"] = "".join(part.capitalize() for part in parts) + "Backward"
+        object.__setattr__(self, "shapes_only", not self.uses_values and not self.uses_layout)
+        object.__setattr__(self, "node_name", "".join(p.capitalize() for p in parts) + "Backward")
 
-    @cached_property
+    @property
     def reads(self) -> dict:
         """``{argument key: the argument keys (and "ans") its vjp reads}``.
 
         Found by reading the vjps' bytecode, on first use: doing it for every rule at
         import time was a tenth of ``import funcdiff``.
         """
-        reads = {}
-        if self.vjp_all is not None:
-            reads[ALL] = frozenset({ALL})
-        for key, f in self.vjps.items():
-            reads[key] = _arguments_read(f)
-        if not self.uses_values:
-            # Shapes only, except for the non-differentiable arguments (indices,
-            # conditions), whose values the vjps do use.
-            reads = {key: frozenset(self.nondiff_args) for key in reads}
-        return reads
+        found = self._derived.get("reads")
+        if found is None:
+            found = {}
+            if self.vjp_all is not None:
+                found[ALL] = frozenset({ALL})
+            for key, f in self.vjps.items():
+                found[key] = _arguments_read(f)
+            if not self.uses_values:
+                # Shapes only, except for the non-differentiable arguments (indices,
+                # conditions), whose values the vjps do use.
+                found = {key: frozenset(self.nondiff_args) for key in found}
+            self._derived["reads"] = found
+        return found
 
     def checked(self, keys: tuple) -> tuple[frozenset, bool]:
         """For the differentiated argument ``keys``: which argument keys the vjps read
@@ -327,36 +331,39 @@ class Rule:
             cached = self._tangent_cache[keys] = (found, pad)
         return cached
 
-    @cached_property
+    @property
     def complex_rule(self) -> Rule | None:
         """The rule to record where a value is complex: None when the rule refuses
         complex values, itself when its vjps hold as written, else a copy with
-        ``complex_vjps`` in place of the vjps they replace."""
+        ``complex_vjps`` in place of the vjps they replace (made on first use)."""
         if not self.complex:
             return None
         if not self.complex_vjps:
             return self
-        vjps = {**self.vjps, **{k: v for k, v in self.complex_vjps.items() if k != ALL}}
-        jvps = {k: v for k, v in self.jvps.items() if k not in self.complex_vjps}
-        return Rule(
-            self.name,
-            self.fn,
-            vjps=vjps,
-            jvps=jvps,
-            vjp_all=self.complex_vjps.get(ALL, self.vjp_all),
-            nondiff_args=self.nondiff_args,
-            differentiable=self.differentiable,
-            convention=self.convention,
-            uses_values=self.uses_values,
-            uses_layout=self.uses_layout,
-            family=self.family,
-            # A replaced vjp may not be a tangent map (abs: the tangent is the real
-            # part of g * conj(sign z)): forward mode transposes it instead.
-            diagonal=self.diagonal and not self.complex_vjps,
-            arg_names=self.arg_names,
-            complex=True,
-            structure=self.structure,
-        )
+        twin = self._derived.get("complex_rule")
+        if twin is None:
+            vjps = {**self.vjps, **{k: v for k, v in self.complex_vjps.items() if k != ALL}}
+            jvps = {k: v for k, v in self.jvps.items() if k not in self.complex_vjps}
+            twin = self._derived["complex_rule"] = Rule(
+                self.name,
+                self.fn,
+                vjps=vjps,
+                jvps=jvps,
+                vjp_all=self.complex_vjps.get(ALL, self.vjp_all),
+                nondiff_args=self.nondiff_args,
+                differentiable=self.differentiable,
+                convention=self.convention,
+                uses_values=self.uses_values,
+                uses_layout=self.uses_layout,
+                family=self.family,
+                # A replaced vjp may not be a tangent map (abs: the tangent is the real
+                # part of g * conj(sign z)): forward mode transposes it instead.
+                diagonal=self.diagonal and not self.complex_vjps,
+                arg_names=self.arg_names,
+                complex=True,
+                structure=self.structure,
+            )
+        return twin
 
     def reads_argument(self, key: Any) -> bool:
         """Whether any vjp may read the value of argument ``key``."""
