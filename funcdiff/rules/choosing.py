@@ -94,15 +94,10 @@ def _choose(a, choices, out=None, mode="raise"):
     if not isinstance(choices, (list, tuple)):
         choices = list(choices) if isinstance(choices, Tensor) else list(np.asarray(choices))
     n = len(choices)
-    if mode == "raise":
-        if np.any((index < 0) | (index >= n)):
-            raise ValueError("numpy.choose: invalid entry in choice array")
-    elif mode == "wrap":
-        index = np.mod(index, n)
-    elif mode == "clip":
-        index = np.clip(index, 0, n - 1)
-    else:
-        raise ValueError(f"numpy.choose: mode must be 'raise', 'wrap' or 'clip', not {mode!r}")
+    try:  # NumPy's own index modes (raise, wrap, clip) map the indices
+        index = np.take(np.arange(n), index, mode=mode)
+    except IndexError:
+        raise ValueError("numpy.choose: invalid entry in choice array") from None
     result = choices[0]
     for k in range(1, n):
         result = np.where(index == k, choices[k], result)

@@ -662,8 +662,8 @@ register(
         cases=(
             Case((Arg((4, 3)),), dict(mean=Arg((3,)), cov=Arg((3, 3), kind="spd"))),
             Case((Arg((3,)),), dict(mean=Arg((3,)), cov=Arg((3,), 0.5, 2.0))),
-            Case((Arg((5,)),), {"cov": Arg((), 0.5, 2.0)}),
-            Case((Arg((2, 2, 2)),), {"cov": Arg((2, 2), kind="spd")}),
+            Case((Arg((5,)),), dict(cov=Arg((), 0.5, 2.0))),
+            Case((Arg((2, 2, 2)),), dict(cov=Arg((2, 2), kind="spd"))),
             Case((Arg((2, 3)),), dict(cov=Arg((3, 3), kind="spd"), allow_singular=True)),
         ),
         convention="differentiable in x, mean and cov; cov is read through its symmetric "
@@ -697,7 +697,7 @@ register(
             Case((np.zeros(2),), dict(cov=Arg((), 0.5, 2.0))),
             Case((), dict(cov=Arg((2, 2), kind="spd"), allow_singular=True)),
         ),
-        nondiff_args=frozenset({0, "mean"}),
+        nondiff_args=frozenset({0}),
         convention="differentiable in cov (through its symmetric part); with "
         "allow_singular=True and a singular cov, along perturbations that keep its rank",
         family="stats",
