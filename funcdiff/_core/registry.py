@@ -51,7 +51,7 @@ import dis
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
 
@@ -237,11 +237,19 @@ class Rule:
     structure: Structure | None = None
     # Caches filled on first use, per tuple of differentiated arguments (mutated, never
     # rebound: the rule stays frozen).
-    _checked_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _mentions_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    _tangent_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
-    # Recording plans of the fast positional path (``ops.dispatch.call_positional``).
-    _positional_plans: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _checked_cache: dict[tuple, tuple[frozenset, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _mentions_cache: dict[tuple, tuple[frozenset, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _tangent_cache: dict[tuple, tuple[tuple | None, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    # {arity and differentiated-position mask: funcdiff.ops.dispatch's recording plan}
+    _positional_plans: dict[int, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     # Derived once from the fields above, in __post_init__, and read on every recorded
     # call: whether the derivatives need only the shapes and dtypes of the differentiated
@@ -250,7 +258,7 @@ class Rule:
     shapes_only: bool = field(init=False, repr=False, compare=False)
     node_name: str = field(init=False, repr=False, compare=False)
     # Values computed on first use (``reads``, ``complex_rule``): filled in place.
-    _derived: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Stored the way the frozen class's generated __init__ stores its fields: the
@@ -401,7 +409,15 @@ def all_rules() -> list[Rule]:
     return list(seen.values())
 
 
-def dispatching(fn: Callable) -> Callable:
+class _Dispatching(Protocol):
+    """What :func:`dispatching` returns: the helper, with the plain one as ``__wrapped__``."""
+
+    __wrapped__: Callable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def dispatching(fn: Callable) -> _Dispatching:
     """Make a NumPy-level helper dispatch like a NumPy function (NEP 18).
 
     On ndarrays it runs ``fn``; when an argument (or an item of a list or tuple
@@ -424,7 +440,7 @@ def dispatching(fn: Callable) -> Callable:
                     return item.__array_function__(wrapper, (t,), args, kwargs)
         return fn(*args, **kwargs)
 
-    return wrapper
+    return cast(_Dispatching, wrapper)  # functools.wraps set __wrapped__
 
 
 def batch_ndim(g: Any, ans: Any) -> int:

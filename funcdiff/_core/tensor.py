@@ -12,8 +12,8 @@ ndarrays and records a node when grad mode is on and an input requires grad.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, cast
 
 import numpy as np
 
@@ -63,6 +63,12 @@ def _check_can_require_grad(dtype: np.dtype) -> None:
         )
 
 
+if TYPE_CHECKING:
+    # The signatures of the operators and methods funcdiff._methods installs on Tensor.
+    _Binary: TypeAlias = Callable[["Tensor", Any], "Tensor"]
+    _Unary: TypeAlias = Callable[["Tensor"], "Tensor"]
+
+
 class RemovableHandle:
     """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
 
@@ -110,11 +116,92 @@ class Tensor:
         "__weakref__",
     )
 
+    data: np.ndarray
+    _requires_grad: bool
+    _grad: Tensor | None
+    grad_fn: Node | None
+    _output_nr: int
+    _version_count: int
+    # The tensor that owns the memory and its version count (views, detached aliases).
+    _version_owner: Tensor | None
+    _accumulator: AccumulateGrad | None
+    _retains_grad: bool
+    _view_of: Tensor | None
+
     # NumPy defers to Tensor in mixed binary operations (ndarray + Tensor).
     __array_priority__ = 1000.0
 
     # The operators, __array_ufunc__/__array_function__, __getitem__/__setitem__, abs,
     # astype, copy and backward are installed from one table by funcdiff._methods.
+    if TYPE_CHECKING:
+        # What funcdiff._methods installs, declared for type checkers only: at run time
+        # the class gets them when funcdiff is imported.
+        __add__: ClassVar[_Binary]
+        __radd__: ClassVar[_Binary]
+        __sub__: ClassVar[_Binary]
+        __rsub__: ClassVar[_Binary]
+        __mul__: ClassVar[_Binary]
+        __rmul__: ClassVar[_Binary]
+        __truediv__: ClassVar[_Binary]
+        __rtruediv__: ClassVar[_Binary]
+        __floordiv__: ClassVar[_Binary]
+        __rfloordiv__: ClassVar[_Binary]
+        __mod__: ClassVar[_Binary]
+        __rmod__: ClassVar[_Binary]
+        __pow__: ClassVar[_Binary]
+        __rpow__: ClassVar[_Binary]
+        __matmul__: ClassVar[_Binary]
+        __rmatmul__: ClassVar[_Binary]
+        __neg__: ClassVar[_Unary]
+        __pos__: ClassVar[_Unary]
+        __abs__: ClassVar[_Unary]
+        __invert__: ClassVar[_Unary]
+        # Elementwise comparisons return Tensors, not bool (as ndarray's do).
+        __eq__: ClassVar[_Binary]  # type: ignore[assignment]
+        __ne__: ClassVar[_Binary]  # type: ignore[assignment]
+        __lt__: ClassVar[_Binary]
+        __le__: ClassVar[_Binary]
+        __gt__: ClassVar[_Binary]
+        __ge__: ClassVar[_Binary]
+        __and__: ClassVar[_Binary]
+        __or__: ClassVar[_Binary]
+        __xor__: ClassVar[_Binary]
+        __iadd__: ClassVar[_Binary]
+        __isub__: ClassVar[_Binary]
+        __imul__: ClassVar[_Binary]
+        __itruediv__: ClassVar[_Binary]
+        __ifloordiv__: ClassVar[_Binary]
+        __imod__: ClassVar[_Binary]
+        __ipow__: ClassVar[_Binary]
+        __imatmul__: ClassVar[_Binary]
+        exp: ClassVar[_Unary]
+        log: ClassVar[_Unary]
+        sin: ClassVar[_Unary]
+        cos: ClassVar[_Unary]
+        tanh: ClassVar[_Unary]
+        sigmoid: ClassVar[_Unary]
+        sqrt: ClassVar[_Unary]
+        neg: ClassVar[_Unary]
+        square: ClassVar[_Unary]
+        pow: ClassVar[_Binary]
+        abs: ClassVar[_Unary]
+        copy: ClassVar[_Unary]
+        __getitem__: ClassVar[_Binary]
+        __setitem__: ClassVar[Callable[[Tensor, Any, Any], None]]
+        __array_ufunc__: ClassVar[Callable[..., Any]]
+        __array_function__: ClassVar[Callable[[Tensor, Any, Any, Any, Any], Any]]
+        zero_: ClassVar[_Unary]
+        astype: ClassVar[_Binary]
+
+        def clamp(self, min: Any = None, max: Any = None) -> Tensor: ...  # noqa: A002
+
+        def backward(
+            self,
+            gradient: Any = None,
+            retain_graph: bool | None = None,
+            create_graph: bool = False,
+            inputs: Sequence[Tensor] | Tensor | None = None,
+        ) -> None: ...
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> None:
         arr = _as_data(data, dtype)
@@ -155,12 +242,12 @@ class Tensor:
     @property
     def T(self) -> Tensor:
         """The transpose (axes reversed), recorded."""
-        return np.transpose(self)
+        return cast(Tensor, np.transpose(self))
 
     @property
     def mT(self) -> Tensor:
         """The transpose of the last two axes, recorded."""
-        return np.swapaxes(self, -1, -2)
+        return cast(Tensor, np.swapaxes(self, -1, -2))
 
     def __len__(self) -> int:
         return len(self.data)
@@ -309,6 +396,7 @@ class Tensor:
             tracer.refuse("register_hook")
         node, nr = self._gradient_edge()
         node.add_pre_hook(nr, hook)
+        assert node.pre_hooks is not None  # add_pre_hook made it
         return RemovableHandle(node.pre_hooks[nr], hook)
 
     def _gradient_edge(self) -> tuple[Node, int]:
@@ -366,7 +454,8 @@ class Tensor:
             found = getattr(sys.modules.get(public), name, None) if name[:1] != "_" else None
             return f"{public}.{name}" if public != "scipy" and found is not None else None
 
-        frame, caller = sys._getframe(1), None
+        frame: types.FrameType | None = sys._getframe(1)
+        caller = None
         while frame is not None:
             module = frame.f_globals.get("__name__", "")
             top = module.partition(".")[0]
@@ -542,35 +631,36 @@ class Tensor:
 
     def cumsum(self, axis: Any = None) -> Tensor:
         """Cumulative sum along ``axis`` (flattened when None)."""
-        return np.cumsum(self, axis=axis)
+        return cast(Tensor, np.cumsum(self, axis=axis))
 
-    def reshape(self, *shape: Any, order: str = "C") -> Tensor:
+    def reshape(self, *shape: Any, order: Literal["C", "F", "A"] = "C") -> Tensor:
         """Reshape (accepts ``reshape(2, 3)`` and ``reshape((2, 3))``)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return np.reshape(self, shape, order=order)
+        return cast(Tensor, np.reshape(self, shape, order=order))
 
     def transpose(self, *axes: Any) -> Tensor:
         """Permute axes (reversed when none are given)."""
+        order: Any = axes
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
-        return np.transpose(self, axes or None)
+            order = axes[0]
+        return cast(Tensor, np.transpose(self, order or None))
 
     def flatten(self) -> Tensor:
         """A flattened copy (1-d)."""
-        return np.reshape(self, (-1,))
+        return cast(Tensor, np.reshape(self, (-1,)))
 
     def ravel(self) -> Tensor:
         """The flattened tensor (1-d)."""
-        return np.ravel(self)
+        return cast(Tensor, np.ravel(self))
 
     def squeeze(self, axis: Any = None) -> Tensor:
         """Remove axes of length one."""
-        return np.squeeze(self, axis=axis)
+        return cast(Tensor, np.squeeze(self, axis=axis))
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         """Clip values to ``[min, max]``; the gradient is 0 at and beyond the bounds."""
-        return np.clip(self, min, max)
+        return cast(Tensor, np.clip(self, min, max))
 
     def dot(self, other: Any) -> Tensor:
         """Dot product (see ``numpy.dot``)."""

@@ -68,7 +68,7 @@ def _make_grads(
         raise RuntimeError(
             f"grad can't be computed: got {len(grad_outputs)} gradients for {len(outputs)} outputs"
         )
-    grads = []
+    grads: list[Any] = []  # ndarrays, Tensors under create_graph, BasisBatch rows
     batch_shape: tuple[int, ...] | None = None
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if not out._requires_grad:
@@ -255,6 +255,8 @@ def run_backward(
     buffers: dict[Node, list] = {}
     root_nodes: list[Node] = []
     lazy: set[Node] = set()  # nodes whose buffers may hold a partial or structured cotangent
+    node: Node | None
+    t: Tensor | None
     for t, g in zip(roots, root_grads):
         node, nr = t._gradient_edge()
         buf = buffers.get(node)
@@ -309,7 +311,7 @@ def run_backward(
     tracer = _state.tracer
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
-    node: Node | None = None  # the node to run next, when known without the heap
+    node = None  # the node to run next, when known without the heap
     grads: list = []
     try:
         while True:

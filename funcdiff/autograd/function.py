@@ -86,6 +86,13 @@ class FunctionNode(Node):
 
     __slots__ = ("fn_cls", "ctx", "input_positions", "n_inputs", "once")
 
+    # Set by Function.apply when it records the node.
+    fn_cls: type[Function]
+    ctx: FunctionCtx
+    input_positions: tuple[int, ...]  # the forward inputs that need a gradient
+    n_inputs: int
+    once: bool  # backward is @once_differentiable
+
     def name(self) -> str:
         return f"{self.fn_cls.__name__}Backward"
 
@@ -94,7 +101,9 @@ class FunctionNode(Node):
         self.ctx._checks = ()
 
     def describe_saved(self, label: Any) -> str:
-        value = self.ctx._saved[label]
+        saved = self.ctx._saved
+        assert saved is not None  # only saved_tensors reports, before release
+        value = saved[label]
         where = ""
         if value.grad_fn is not None:
             where = f", which is output {value._output_nr} of {value.grad_fn.name()},"
@@ -112,7 +121,7 @@ class FunctionNode(Node):
         if batch is not None and not getattr(self.fn_cls, "batched_backward", False):
             # backward was written for one cotangent: run it once per batch entry.
             return self._apply_looped(grads, create_graph, batch)
-        tensors = []
+        tensors: list[Tensor | None] = []
         for (shape, dtype), g in zip(self.out_meta, grads):
             if g is None:
                 if not ctx.materialize_grads:
@@ -148,7 +157,7 @@ class FunctionNode(Node):
             self.apply([None if g is None else g[b] for g in grads], create_graph)
             for b in range(batch)
         ]
-        out = []
+        out: list[np.ndarray | None] = []
         for k, (child, nr) in enumerate(self.edges):
             column = [row[k] for row in rows]
             if all(r is None for r in column):

@@ -34,6 +34,8 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from funcdiff._core import grad_mode
@@ -41,7 +43,7 @@ from funcdiff._core.registry import Rule, Structure, dispatching, register
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules.cases import Arg, Case
 
-_CONSTANT_FUNCTIONS = [
+_CONSTANT_FUNCTIONS: list[Callable] = [
     np.zeros_like,
     np.ones_like,
     np.empty_like,

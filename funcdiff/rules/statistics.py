@@ -31,7 +31,7 @@ from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules.cases import Arg, Case
 
-_NOVALUE = np._NoValue  # type: ignore[attr-defined]  (NumPy's "argument not given")
+_NOVALUE = np._NoValue  # NumPy's "argument not given"
 
 
 def _refuse(func: str, **options: Any) -> None:
