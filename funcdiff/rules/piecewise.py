@@ -338,17 +338,16 @@ register(
             0: _clip_vjp(0),
             1: _clip_vjp(1),
             2: _clip_vjp(2),
-            "a_min": _clip_vjp(1),
-            "a_max": _clip_vjp(2),
-            "min": _clip_vjp(1),
-            "max": _clip_vjp(2),
+            # NumPy's keyword names for the bounds, old and new (as keywords: ``min``
+            # and ``max`` are also the names of rules, declared in reductions.py).
+            **dict(a_min=_clip_vjp(1), a_max=_clip_vjp(2), min=_clip_vjp(1), max=_clip_vjp(2)),
         },
         cases=(
             Case((Arg((3, 4)), -1.0, 1.0)),
             Case((Arg((3, 4)), None, 0.5)),
             Case((Arg((3, 4)), -0.5, None)),
             Case((Arg((3, 4)), Arg((3, 1), -1.5, -0.5), Arg((4,), 0.5, 1.5))),
-            Case((Arg((3, 4)),), {"min": Arg((), -1.0, -0.5), "max": Arg((), 0.5, 1.0)}),
+            Case((Arg((3, 4)),), dict(min=Arg((), -1.0, -0.5), max=Arg((), 0.5, 1.0))),
             Case((Arg((5,)), 1.0, Arg((5,), -0.5, 0.5))),
             Case((Arg(()), -1.0, 1.0)),
             Case((Arg((0, 2)), -1.0, 1.0)),
