@@ -2,20 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.optimize
 import scipy.sparse as sp
 from scipy.integrate import solve_ivp
+from test_sparse_jacobian import brusselator, rosen
 
 import funcdiff.sparse as fs
 from funcdiff import optimize
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_sparse_jacobian import brusselator, rosen  # noqa: E402
 
 
 def start(n):

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import (
     AccumulateGrad,
     Node,
@@ -33,7 +33,7 @@ from funcdiff._core.tensor import Tensor, wrap
 
 __all__ = ["backward", "grad"]
 
-_state = grad_mode._state
+_state = grad_mode.thread_state
 _getrefcount = sys.getrefcount
 # References to an accumulated cotangent that only the engine holds: the buffer list,
 # the local name, and getrefcount's own argument.
@@ -308,7 +308,7 @@ def run_backward(
     previous_mode = _state.grad_enabled
     # A tracer that records a first-order backward pass needs its NumPy calls on
     # Tensors (create_graph) but no graph of them: it sets ``graph_free``.
-    tracer = _state.tracer
+    tracer = tracing.current_tracer()
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
     node = None  # the node to run next, when known without the heap

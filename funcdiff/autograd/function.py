@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
     SEQUENCE,
@@ -269,7 +269,7 @@ class Function:
                     o._requires_grad = True
                     o.grad_fn = node
                     o._output_nr = i
-        tracer = grad_mode._state.tracer
+        tracer = tracing.current_tracer()
         if tracer is not None:
             # Its derivative is its backward, which the tracer cannot read: a tracer
             # treats every output as depending on every Tensor input.

@@ -24,8 +24,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
+from funcdiff._core.lazy import scipy  # scipy.linalg is imported on first use
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.linalg_common import mT

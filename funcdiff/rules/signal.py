@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.signal
 
+from funcdiff._core.lazy import scipy  # scipy.signal is imported on first use
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules.cases import Arg, Case
