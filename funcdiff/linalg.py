@@ -52,6 +52,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from funcdiff._core.tensor import Tensor
+from funcdiff.rules import matrix_equations as _equations
 from funcdiff.rules import scipy_linalg as _rules
 
 __all__ = [
@@ -64,6 +65,9 @@ __all__ = [
     "det",
     "eigh",
     "eigvalsh",
+    "sqrtm",
+    "solve_sylvester",
+    "solve_banded",
 ]
 
 _RIGHT_HAND_SIDE = """b : (..., {n}) or (..., {n}, K) array_like or Tensor
@@ -465,6 +469,123 @@ def eigvalsh(
         check_finite=check_finite,
         gradient=gradient,
     )
+
+
+def sqrtm(a: ArrayLike | Tensor) -> np.ndarray | Tensor:
+    """Principal matrix square root, as ``scipy.linalg.sqrtm``, differentiable to any
+    order, for real and complex matrices.
+
+    Parameters
+    ----------
+    a : (..., N, N) array_like or Tensor
+        Square matrix (or a stack of them).
+
+    Returns
+    -------
+    ndarray or Tensor
+        ``X`` with ``X @ X = a``: complex where ``a`` has negative real eigenvalues, as
+        SciPy's.
+
+    Notes
+    -----
+    The vjp solves one Sylvester equation, ``X^T Y + Y X^T = G``, with
+    :func:`solve_sylvester`, which is differentiable in turn. A singular square root
+    (``a`` singular) has no derivative: SciPy's solver then warns or fails.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff import linalg
+    >>> a = fd.tensor([[4.0, 1.0], [1.0, 3.0]], requires_grad=True)
+    >>> x = linalg.sqrtm(a)
+    >>> np.allclose((x @ x).data, a.data)
+    True
+    """
+    return _equations.sqrtm(a)
+
+
+def solve_sylvester(
+    a: ArrayLike | Tensor, b: ArrayLike | Tensor, q: ArrayLike | Tensor
+) -> np.ndarray | Tensor:
+    """Solve ``a @ x + x @ b = q``, as ``scipy.linalg.solve_sylvester``, differentiable
+    to any order in all three arguments, for real and complex matrices.
+
+    Parameters
+    ----------
+    a : (..., M, M) array_like or Tensor
+    b : (..., N, N) array_like or Tensor
+    q : (..., M, N) array_like or Tensor
+        Stacks broadcast; each matrix is one SciPy solve.
+
+    Returns
+    -------
+    ndarray or Tensor
+        ``x``, (..., M, N).
+
+    Notes
+    -----
+    The cotangent of ``q`` solves the transposed equation ``a^T y + y b^T = g``; those of
+    ``a`` and ``b`` are ``-y x^T`` and ``-x^T y``. A solution needs ``a`` and ``-b`` to
+    share no eigenvalue.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff import linalg
+    >>> q = fd.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    >>> x = linalg.solve_sylvester(np.eye(2), 2.0 * np.eye(2), q)  # x = q / 3
+    >>> fd.grad(x.sum(), q)[0]
+    tensor([[0.33333333, 0.33333333],
+            [0.33333333, 0.33333333]])
+    """
+    return _equations.solve_sylvester(a, b, q)
+
+
+def solve_banded(
+    l_and_u: tuple[int, int],
+    ab: ArrayLike | Tensor,
+    b: ArrayLike | Tensor,
+    overwrite_ab: bool = False,
+    overwrite_b: bool = False,
+    check_finite: bool = True,
+) -> np.ndarray | Tensor:
+    """Solve ``a @ x = b`` for a banded ``a``, as ``scipy.linalg.solve_banded``,
+    differentiable to any order in ``ab`` and ``b``.
+
+    Parameters
+    ----------
+    l_and_u : (int, int)
+        The numbers of nonzero lower and upper diagonals.
+    ab : (l + u + 1, M) array_like or Tensor
+        ``a`` in diagonal-ordered form: ``ab[u + i - j, j] == a[i, j]``.
+    b : (M,) or (M, K) array_like or Tensor
+        Right-hand side.
+    overwrite_ab, overwrite_b, check_finite : bool
+        The overwrite flags are ignored; ``check_finite`` as in SciPy.
+
+    Returns
+    -------
+    ndarray or Tensor
+        ``x``, shaped like ``b``.
+
+    Notes
+    -----
+    The cotangent of ``b`` solves the banded system of ``a^T``; that of ``ab`` is
+    ``-y x^T`` read on the band (the corners of ``ab`` the solver never reads get 0).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> from funcdiff import linalg
+    >>> ab = fd.tensor([[0.0, 1.0, 1.0], [4.0, 4.0, 4.0], [1.0, 1.0, 0.0]], requires_grad=True)
+    >>> x = linalg.solve_banded((1, 1), ab, np.array([5.0, 6.0, 5.0]))
+    >>> x
+    tensor([1., 1., 1.], grad_fn=<ScipyLinalgSolveBandedBackward>)
+    """
+    return _equations.solve_banded(l_and_u, ab, b, check_finite=check_finite)
 
 
 for _f in (solve_triangular, cho_factor, cho_solve, solve, inv, det):

@@ -230,6 +230,10 @@ class Frozen:
     def _method(self, name: str) -> Any:
         return getattr(self.dist, name)
 
+    def entropy(self) -> Any:
+        """The entropy of the frozen distribution (``multivariate_normal(m, c).entropy()``)."""
+        return self.dist.entropy(*self.args, **self.kwds)
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") or not hasattr(type(self.dist), name) or name == "__call__":
             raise AttributeError(f"{self!r} has no method {name!r}")
@@ -248,7 +252,9 @@ class MultivariateNormal:
     ``cov`` is a scalar (``cov * I``), a vector (the diagonal) or a symmetric positive
     definite matrix. On Tensors the matrix is read through its symmetric part, so the
     gradient with respect to it is symmetric; it costs one factorisation and one solve.
-    ``allow_singular=True`` is supported for plain inputs only.
+    ``allow_singular=True`` accepts a singular ``cov`` (the pseudo-determinant and
+    pseudo-inverse on its support, as SciPy); its derivatives are then those along
+    perturbations that keep the rank.
 
     Examples
     --------
@@ -275,6 +281,12 @@ class MultivariateNormal:
         if not _any_tensor(x, mean, cov):
             return scipy.stats.multivariate_normal.pdf(x, mean, cov, allow_singular)
         return np.exp(_rules.multivariate_normal_logpdf(x, mean, cov, allow_singular))
+
+    def entropy(self, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> Any:
+        """Differential entropy, as ``scipy.stats``: ``(k (1 + log 2 pi) + log det cov) / 2``."""
+        if not _any_tensor(mean, cov):
+            return scipy.stats.multivariate_normal(mean, cov, allow_singular).entropy()
+        return _rules.multivariate_normal_entropy(mean, cov, allow_singular)
 
     def __call__(self, mean: Any = None, cov: Any = 1, allow_singular: bool = False) -> Frozen:
         """Freeze the parameters: ``multivariate_normal(mean, cov).logpdf(x)``."""

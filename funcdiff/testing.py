@@ -29,12 +29,13 @@ from typing import Any, cast
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule
+from funcdiff._core.registry import Rule
 from funcdiff._core.structured import BasisBatch
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
 from funcdiff.ops import dispatch as _ops
+from funcdiff.rules.cases import Arg, Case
 
 __all__ = [
     "RuleCheck",

@@ -22,7 +22,10 @@ __all__ = [
 ]
 
 # funcdiff.linalg.__all__ (the core may not import it; tests/test_graph_exits.py compares)
-_LINALG = "expm solve_triangular cho_factor cho_solve solve inv det eigh eigvalsh".split()
+_LINALG = (
+    "expm solve_triangular cho_factor cho_solve solve inv det eigh eigvalsh sqrtm "
+    "solve_sylvester solve_banded"
+).split()
 _SIGNAL = ("convolve", "correlate")
 _SPECIAL = ("logsumexp", "softmax", "log_softmax", "polygamma", "multigammaln", "zeta")
 

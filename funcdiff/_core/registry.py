@@ -56,12 +56,11 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import numpy as np
 
 if TYPE_CHECKING:
-    from funcdiff.rules.structure import Structure
+    from funcdiff.rules.cases import Case
 
 __all__ = [
-    "Arg",
-    "Case",
     "Rule",
+    "Structure",
     "UFUNC_RULES",
     "FUNCTION_RULES",
     "NAMED_RULES",
@@ -74,95 +73,19 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Arg:
-    """How the tests draw one array argument of a rule.
+class Structure:
+    """The structure of a rule's Jacobian and Hessian, for sparsity detection and
+    forward mode (the kinds are described in :mod:`funcdiff.rules.structure`).
 
-    Parameters
-    ----------
-    shape : tuple of int
-        Shape of the array.
-    low, high : float
-        Interval the values are drawn from (``kind="uniform"``); keep it inside the
-        function's domain and away from kinks.
-    kind : str
-        ``"uniform"``; ``"spd"`` (symmetric positive definite, last two axes);
-        ``"wellcond"`` (a well-conditioned square matrix); ``"int"`` (integers in
-        ``[low, high)``, never differentiated); ``"bool"``; ``"distinct"`` (values
-        that are well separated, for sorting and max/min); and complex128 values:
-        ``"complex"`` (real part in ``[low, high]``, imaginary part within
-        ``min(1, (high - low) / 2)`` of 0, off the real axis's branch cuts),
-        ``"hpd"`` (Hermitian positive definite), ``"cwellcond"`` (a well-conditioned
-        complex square matrix); ``"real"`` is ``"uniform"`` for an argument that stays
-        real in the complex tests (the input of ``rfft``).
-    diff : bool
-        Whether the tests differentiate with respect to this argument.
+    ``pattern`` names the kind (``"elementwise"``, ``"select"``, ``"reduce"``, ...),
+    ``curvature`` what the rule adds to a Hessian's pattern, and ``axes`` reads the
+    axes of a ``reduce``/``scan``/``fibre`` rule from the call's arguments
+    (``axes(args, kwargs, ndim)``; None: the defaults).
     """
 
-    shape: tuple[int, ...]
-    low: float = -2.0
-    high: float = 2.0
-    kind: str = "uniform"
-    diff: bool = True
-
-    def sample(self, rng: np.random.Generator) -> np.ndarray:
-        shape = tuple(self.shape)
-        if self.kind in ("uniform", "real"):
-            return np.asarray(rng.uniform(self.low, self.high, size=shape))
-        if self.kind == "int":
-            return rng.integers(int(self.low), int(self.high), size=shape)
-        if self.kind == "bool":
-            return rng.uniform(size=shape) < 0.5
-        if self.kind == "distinct":
-            n = int(np.prod(shape))
-            values = self.low + (self.high - self.low) * (np.arange(n) + 0.5) / max(n, 1)
-            return rng.permutation(values).reshape(shape)
-        if self.kind in ("spd", "wellcond"):
-            n = shape[-1]
-            a = rng.uniform(-1.0, 1.0, size=shape)
-            if self.kind == "spd":
-                return a @ np.swapaxes(a, -1, -2) / n + np.eye(n)
-            return a / n + 2.0 * np.eye(n)
-        if self.kind == "complex":
-            width = min(1.0, (self.high - self.low) / 2.0)
-            real = rng.uniform(self.low, self.high, size=shape)
-            return real + 1j * rng.uniform(-width, width, size=shape)
-        if self.kind in ("hpd", "cwellcond"):
-            n = shape[-1]
-            a = rng.uniform(-1.0, 1.0, size=shape) + 1j * rng.uniform(-1.0, 1.0, size=shape)
-            if self.kind == "hpd":
-                return a @ np.conj(np.swapaxes(a, -1, -2)) / n + np.eye(n)
-            return a / n + 2.0 * np.eye(n)
-        raise ValueError(f"unknown Arg kind {self.kind!r}")
-
-    def complexified(self) -> Arg:
-        """The complex counterpart of a real kind (``"uniform"`` -> ``"complex"``,
-        ``"spd"`` -> ``"hpd"``, ``"wellcond"`` -> ``"cwellcond"``); others as they are."""
-        kind = _COMPLEX_KINDS.get(self.kind) if self.diff else None
-        if kind is None:
-            return self
-        return Arg(self.shape, self.low, self.high, kind, self.diff)
-
-
-_COMPLEX_KINDS = {"uniform": "complex", "spd": "hpd", "wellcond": "cwellcond"}
-
-
-@dataclass(frozen=True)
-class Case:
-    """One test point of a rule: the arguments and keyword arguments of a call.
-
-    ``args`` holds :class:`Arg` entries (drawn by the tests), lists of them (for
-    ``concatenate``-like functions) and plain constants, passed through as they are.
-    ``output`` maps the forward result to the array or tuple of arrays that the
-    tests differentiate (for example to remove the sign ambiguity of eigenvectors).
-    """
-
-    args: tuple = ()
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    output: Callable | None = None
-    order: int = 2
-    atol: float = 1e-6
-    rtol: float = 1e-5
-    note: str = ""
+    pattern: str
+    curvature: str = "nonlinear"
+    axes: Callable[[tuple, dict, int], tuple[int, ...] | None] | None = None
 
 
 def _params_read(func: Callable) -> frozenset[str]:
@@ -285,6 +208,12 @@ class Rule:
         broadcasting (elementwise functions, ``scipy.special`` ufuncs): each vjp is then
         also the argument's tangent map, and forward mode applies it directly instead
         of transposing the vjp. A wrong True gives wrong forward-mode derivatives.
+    structure : Structure, optional
+        The structure of the Jacobian and Hessian (:mod:`funcdiff.rules.structure`):
+        sparsity detection propagates patterns by it, and forward mode gathers the
+        tangents of a ``"select"`` rule instead of transposing its vjp. Every
+        differentiable rule that records a node declares one (the tests enforce it);
+        the factories of the rule modules give their kind's (``unary``: elementwise).
     """
 
     name: str
@@ -305,34 +234,40 @@ class Rule:
     complex: bool = False
     complex_vjps: Mapping[int | str, Callable] = field(default_factory=dict)
     complex_cases: tuple[Case, ...] = ()
+    structure: Structure | None = None
+    # Caches filled on first use, per tuple of differentiated arguments (mutated, never
+    # rebound: the rule stays frozen).
+    _checked_cache: dict[tuple, tuple[frozenset, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _mentions_cache: dict[tuple, tuple[frozenset, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _tangent_cache: dict[tuple, tuple[tuple | None, bool]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    # {arity and differentiated-position mask: funcdiff.ops.dispatch's recording plan}
+    _positional_plans: dict[int, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
-    if TYPE_CHECKING:
-        # Set once in __post_init__ (or later by the structure table), not arguments.
-        _reads: dict[int | str, frozenset] | None = field(init=False)
-        _complex_rule: Rule | None = field(init=False)
-        _checked_cache: dict[tuple, tuple[frozenset, bool]] = field(init=False)
-        _mentions_cache: dict[tuple, tuple[frozenset, bool]] = field(init=False)
-        _tangent_cache: dict[tuple, tuple[tuple | None, bool]] = field(init=False)
-        # {arity and differentiated-position mask: funcdiff.ops.dispatch's plan}
-        _positional_plans: dict[int, Any] = field(init=False)
-        structure: Structure | None = field(init=False)
-        shapes_only: bool = field(init=False)
-        node_name: str = field(init=False)
+    # Derived once from the fields above, in __post_init__, and read on every recorded
+    # call: whether the derivatives need only the shapes and dtypes of the differentiated
+    # arguments and of the output (sum, mean), and the name of the rule's nodes
+    # (``grad_fn``: ``"sin"`` gives ``SinBackward``).
+    shapes_only: bool = field(init=False, repr=False, compare=False)
+    node_name: str = field(init=False, repr=False, compare=False)
+    # Values computed on first use (``reads``, ``complex_rule``): filled in place.
+    _derived: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_reads", None)
-        object.__setattr__(self, "_complex_rule", None)
-        object.__setattr__(self, "_checked_cache", {})
-        object.__setattr__(self, "_mentions_cache", {})
-        object.__setattr__(self, "_tangent_cache", {})
-        object.__setattr__(self, "_positional_plans", {})
-        # The declared structure of the Jacobian (funcdiff.rules.structure sets it).
-        object.__setattr__(self, "structure", None)
-        # Whether the derivatives need only the shapes and dtypes of the differentiated
-        # arguments and of the output (sum, mean), not their values or layout.
+        # Stored the way the frozen class's generated __init__ stores its fields: the
+        # attributes stay in the instance's inline values, which keeps every attribute
+        # read on the per-call path specialised by the interpreter (going through
+        # vars(self) or functools.cached_property costs ~2% per recorded op).
+        parts = self.name.replace(".", "_").split("_")
         object.__setattr__(self, "shapes_only", not self.uses_values and not self.uses_layout)
-        node_name = "".join(part.capitalize() for part in self.name.replace(".", "_").split("_"))
-        object.__setattr__(self, "node_name", node_name + "Backward")
+        object.__setattr__(self, "node_name", "".join(p.capitalize() for p in parts) + "Backward")
 
     @property
     def reads(self) -> dict:
@@ -341,19 +276,19 @@ class Rule:
         Found by reading the vjps' bytecode, on first use: doing it for every rule at
         import time was a tenth of ``import funcdiff``.
         """
-        reads = self._reads
-        if reads is None:
-            reads = {}
+        found = self._derived.get("reads")
+        if found is None:
+            found = {}
             if self.vjp_all is not None:
-                reads[ALL] = frozenset({ALL})
+                found[ALL] = frozenset({ALL})
             for key, f in self.vjps.items():
-                reads[key] = _arguments_read(f)
+                found[key] = _arguments_read(f)
             if not self.uses_values:
                 # Shapes only, except for the non-differentiable arguments (indices,
                 # conditions), whose values the vjps do use.
-                reads = {key: frozenset(self.nondiff_args) for key in reads}
-            object.__setattr__(self, "_reads", reads)
-        return reads
+                found = {key: frozenset(self.nondiff_args) for key in found}
+            self._derived["reads"] = found
+        return found
 
     def checked(self, keys: tuple) -> tuple[frozenset, bool]:
         """For the differentiated argument ``keys``: which argument keys the vjps read
@@ -408,15 +343,16 @@ class Rule:
     def complex_rule(self) -> Rule | None:
         """The rule to record where a value is complex: None when the rule refuses
         complex values, itself when its vjps hold as written, else a copy with
-        ``complex_vjps`` in place of the vjps they replace."""
+        ``complex_vjps`` in place of the vjps they replace (made on first use)."""
         if not self.complex:
             return None
         if not self.complex_vjps:
             return self
-        if self._complex_rule is None:
+        twin = self._derived.get("complex_rule")
+        if twin is None:
             vjps = {**self.vjps, **{k: v for k, v in self.complex_vjps.items() if k != ALL}}
             jvps = {k: v for k, v in self.jvps.items() if k not in self.complex_vjps}
-            twin = Rule(
+            twin = self._derived["complex_rule"] = Rule(
                 self.name,
                 self.fn,
                 vjps=vjps,
@@ -433,20 +369,9 @@ class Rule:
                 diagonal=self.diagonal and not self.complex_vjps,
                 arg_names=self.arg_names,
                 complex=True,
+                structure=self.structure,
             )
-            object.__setattr__(self, "_complex_rule", twin)
-        return self._complex_rule
-
-    def allow_complex(
-        self, vjps: Mapping[int | str, Callable] | None = None, cases: tuple[Case, ...] = ()
-    ) -> Rule:
-        """Declare, after the rule's definition, that it accepts complex values
-        (``complex=True``), with ``vjps`` as ``complex_vjps`` and extra ``cases``."""
-        object.__setattr__(self, "complex", True)
-        object.__setattr__(self, "complex_vjps", dict(vjps or {}))
-        object.__setattr__(self, "complex_cases", tuple(self.complex_cases) + tuple(cases))
-        object.__setattr__(self, "_complex_rule", None)
-        return self
+        return twin
 
     def reads_argument(self, key: Any) -> bool:
         """Whether any vjp may read the value of argument ``key``."""

@@ -73,11 +73,14 @@ LIFTED: dict[str, tuple[str, ...]] = {
         name: ("a",)
         for name in (
             "sum prod mean std var average max min amax amin cumsum cumprod ptp "
-            "nansum nanmean transpose reshape ravel squeeze expand_dims "
-            "atleast_1d atleast_2d atleast_3d diag trace clip"
+            "nansum nanmean nanvar nanstd median transpose reshape ravel squeeze "
+            "expand_dims atleast_1d atleast_2d atleast_3d diag trace clip"
         ).split()
     },
     "append": ("arr", "values"),
+    "diagflat": ("v",),
+    "cov": ("m",),
+    "corrcoef": ("x",),
     "dot": ("a", "b"),
     "vdot": ("a", "b"),
     "outer": ("a", "b"),

@@ -1,4 +1,5 @@
-"""Complex vjps of the linear-algebra rules, and ``numpy.linalg.eig``/``eigvals``.
+"""Complex vjps of the decompositions, declared by their rules in ``linalg`` and
+``eigen``; and the rules of ``numpy.linalg.eig``/``eigvals``.
 
 Inside a backward pass the cotangent of a complex value is ``dL/dx - i dL/dy``, the
 conjugate of torch's gradient (see :mod:`funcdiff._core.registry`). The decompositions
@@ -26,24 +27,35 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor
-from funcdiff.rules.contractions import _mT
-from funcdiff.rules.linalg import (
-    _DEGENERATE,
-    _det_gradient,
-    _diag_embed,
-    _is_zero,
-    _safe_inverse_gaps,
-    _safe_reciprocal,
-    _value,
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.linalg_common import (
+    DEGENERATE,
+    det_gradient,
+    diag_embed,
+    is_zero_cotangent,
+    mT,
+    numbers_of,
+    safe_inverse_gaps,
+    safe_reciprocal,
 )
+from funcdiff.rules.structure import DENSE
 
-__all__ = ["COMPLEX_LINALG_CASES", "COMPLEX_LINALG_VJPS"]
+__all__ = [
+    "EIGH_COMPLEX_CASES",
+    "SVD_COMPLEX_CASES",
+    "cholesky_complex_vjp",
+    "eigh_complex_vjp",
+    "eigvalsh_complex_vjp",
+    "slogdet_complex_vjp",
+    "svd_complex_vjp",
+    "svdvals_complex_vjp",
+]
 
 
 def _mH(a):
-    return np.conjugate(_mT(a))
+    return np.conjugate(mT(a))
 
 
 def _diagonal(a):
@@ -53,8 +65,8 @@ def _diagonal(a):
 def _refuse_phase_dependence(imag_diag, scale, what: str) -> None:
     """Raise when a loss depends on the phases of complex eigen/singular vectors:
     ``imag_diag`` (the imaginary diagonal of ``V^H gV``) must vanish then."""
-    size = np.abs(_value(imag_diag))
-    if size.size and np.max(size) > 1e-6 * (float(np.max(np.abs(_value(scale)))) + 1e-300):
+    size = np.abs(numbers_of(imag_diag))
+    if size.size and np.max(size) > 1e-6 * (float(np.max(np.abs(numbers_of(scale)))) + 1e-300):
         raise RuntimeError(
             f"{what}: the vectors of a complex matrix are defined up to a phase e^(i phi) "
             "each, and this loss depends on those phases, so its gradient is undefined "
@@ -64,16 +76,16 @@ def _refuse_phase_dependence(imag_diag, scale, what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- slogdet
-def _slogdet_vjp(g, ans, a):
+def slogdet_complex_vjp(g, ans, a):
     # log det = log|det| + i arg: logabsdet is its real part, sign = exp(i Im log det).
     # The cotangent of log det is then g_logabsdet + i Im(sign * g_sign).
     g_sign, g_log = g
-    scale = g_log + 1j * np.imag(ans[0] * g_sign) if not _is_zero(g_sign) else g_log + 0j
-    return _det_gradient(a, scale)
+    scale = g_log + 1j * np.imag(ans[0] * g_sign) if not is_zero_cotangent(g_sign) else g_log + 0j
+    return det_gradient(a, scale)
 
 
 # ----------------------------------------------------------------------------- cholesky
-def _cholesky_vjp(g, ans, a, upper=False):
+def cholesky_complex_vjp(g, ans, a, upper=False):
     # upper: U = L^H, so the cotangent of L is that of U conjugate-transposed.
     low, g_low = (_mH(ans), _mH(g)) if upper else (ans, g)
     n = np.shape(low)[-1]
@@ -90,11 +102,11 @@ def _svd_core(u, s, vh, gu, gs, gvh):
     m, n, k = np.shape(u)[-2], np.shape(vh)[-1], np.shape(s)[-1]
     v = _mH(vh)
     gv = None if gvh is None else _mH(gvh)
-    inner = _diag_embed(np.zeros(np.shape(s)) if gs is None else gs) + 0j
+    inner = diag_embed(np.zeros(np.shape(s)) if gs is None else gs) + 0j
     extra = 0.0
     if gu is not None or gv is not None:
-        f = _safe_inverse_gaps(s, squared=True)
-        sinv = _safe_reciprocal(s)
+        f = safe_inverse_gaps(s, squared=True)
+        sinv = safe_reciprocal(s)
         ju = None if gu is None else np.matmul(_mH(u), gu)
         jv = None if gv is None else np.matmul(_mH(v), gv)
         phase = 0.0
@@ -112,7 +124,7 @@ def _svd_core(u, s, vh, gu, gs, gvh):
         else:
             _refuse_phase_dependence(np.imag(_diagonal(jv)), np.abs(jv), "svd")
         # The phase of u_k against v_k: half from each side, by the invariance above.
-        inner = inner + _diag_embed(0.5j * phase * sinv)
+        inner = inner + diag_embed(0.5j * phase * sinv)
         if gu is not None and m > k:
             ortho = gu - np.matmul(u, ju)
             extra = extra + np.matmul(ortho * np.expand_dims(sinv, -2), vh)
@@ -122,7 +134,7 @@ def _svd_core(u, s, vh, gu, gs, gvh):
     return np.matmul(np.matmul(u, inner), vh) + extra
 
 
-def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
+def svd_complex_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
     if hermitian:
         raise NotImplementedError(
             "the gradient of svd(..., hermitian=True) of a complex matrix is not "
@@ -132,7 +144,7 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
         u, _, vh = np.linalg.svd(a, full_matrices=False)
         return np.conjugate(np.matmul(u * np.expand_dims(g, -2), vh))
     u, s, vh = ans
-    gu, gs, gvh = (None if _is_zero(x) else x for x in g)
+    gu, gs, gvh = (None if is_zero_cotangent(x) else x for x in g)
     shape = np.shape(a)
     m, n = shape[-2], shape[-1]
     k = min(m, n)
@@ -140,7 +152,7 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
         spare = (gu[..., :, k:] if gu is not None else None) if m > n else None
         if m < n and gvh is not None:
             spare = gvh[..., k:, :]
-        if spare is not None and np.any(_value(spare)):
+        if spare is not None and np.any(numbers_of(spare)):
             raise NotImplementedError(
                 "the gradient of svd(..., full_matrices=True) of a non-square matrix is "
                 "undefined for the singular vectors beyond min(M, N) (any orthonormal "
@@ -165,51 +177,24 @@ def _hermitian_one_triangle(gamma, uplo):
     return (gamma + _mH(gamma)) * (strict + 0.5 * np.eye(n))
 
 
-def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
+def eigh_complex_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
     w, v = ans
     gw, gv = g
     inner = 0.0
-    if not _is_zero(gv):
-        p = np.matmul(_mT(v), gv)
+    if not is_zero_cotangent(gv):
+        p = np.matmul(mT(v), gv)
         _refuse_phase_dependence(np.imag(_diagonal(p)), p, "eigh")
-        inner = _safe_inverse_gaps(w) * (p - _mH(p)) * 0.5
-    if not _is_zero(gw) or np.ndim(inner) == 0:
-        inner = inner + _diag_embed(gw)
-    gamma = np.matmul(np.matmul(np.conjugate(v), inner), _mT(v))
+        inner = safe_inverse_gaps(w) * (p - _mH(p)) * 0.5
+    if not is_zero_cotangent(gw) or np.ndim(inner) == 0:
+        inner = inner + diag_embed(gw)
+    gamma = np.matmul(np.matmul(np.conjugate(v), inner), mT(v))
     return _hermitian_one_triangle(gamma, UPLO)
 
 
-def _eigvalsh_vjp(g, ans, a, UPLO="L"):  # noqa: N803
+def eigvalsh_complex_vjp(g, ans, a, UPLO="L"):  # noqa: N803
     _, v = np.linalg.eigh(a, UPLO=UPLO)  # recomputed, so that higher orders see it
-    gamma = np.matmul(np.conjugate(v) * np.expand_dims(g, -2), _mT(v))
+    gamma = np.matmul(np.conjugate(v) * np.expand_dims(g, -2), mT(v))
     return _hermitian_one_triangle(gamma, UPLO)
-
-
-# ----------------------------------------------------------------------------- norms
-def _norm2_vjp(g, ans, x, axis, keepdims):
-    from funcdiff.rules.norms import _norm2_vjp as real
-
-    return real(g, ans, np.conjugate(x), axis, keepdims)
-
-
-def _pnorm_vjp(g, ans, x, p, axis, keepdims):
-    from funcdiff.rules.reductions import expand_reduced
-
-    # d|x|_p: conj(x_i) / |x_i| (|x_i| / |x|_p)^(p-1), in the ratio form of the real rule.
-    n = expand_reduced(ans, ans, x, axis, keepdims)
-    size = np.abs(x)
-    ok = (size != 0) & (n != 0)
-    ratio = np.where(ok, size, 1.0) / np.where(ok, n, 1.0)
-    phase = np.conjugate(x) / np.where(ok, size, 1.0)
-    ge = expand_reduced(g, ans, x, axis, keepdims)
-    return np.where(ok, ge * phase * ratio ** (float(p) - 1.0), 0.0)
-
-
-def _svnorm_vjp(g, ans, x, kind, axes, keepdims):
-    from funcdiff.rules.norms import _svnorm_vjp as real
-
-    # d s_i = Re(u_i^H dA v_i): torch's gradient u_i v_i^H, conjugated.
-    return np.conjugate(real(g, ans, x, kind, axes, keepdims))
 
 
 def _eigh_function(result):
@@ -228,36 +213,26 @@ def _svd_moduli(result):
 
 
 _C = "complex"
-#: Complex test points of the rules whose real cases map their outputs (gauges).
-COMPLEX_LINALG_CASES = {
-    "linalg.eigh": (
-        Case((Arg((3, 3), kind=_C),), output=_eigh_function),
-        Case((Arg((2, 3, 3), kind=_C),), {"UPLO": "U"}, output=_eigh_function),
-        Case((Arg((4, 4), kind=_C),), output=lambda r: r[0]),
-        Case((Arg((3, 3), kind=_C),), output=lambda r: np.abs(r[1]) ** 2),
-    ),
-    "linalg.svd": (
-        Case((Arg((3, 3), kind=_C),), output=_svd_function),
-        Case((Arg((4, 2), kind=_C),), {"full_matrices": False}, output=_svd_function),
-        Case((Arg((2, 3, 4), kind=_C),), {"full_matrices": False}, output=_svd_function),
-        Case((Arg((3, 2), kind=_C),), {"full_matrices": False}, output=_svd_moduli),
-        Case((Arg((2, 3), kind=_C),), {"full_matrices": False}, output=_svd_moduli),
-        Case((Arg((3, 3), kind=_C),), output=lambda r: r[1]),
-    ),
-}
+#: Complex test points of ``linalg.eigh`` and ``linalg.svd``, whose real cases map their
+#: outputs (gauges): the phases of complex vectors need maps of their own.
+EIGH_COMPLEX_CASES = (
+    Case((Arg((3, 3), kind=_C),), output=_eigh_function),
+    Case((Arg((2, 3, 3), kind=_C),), {"UPLO": "U"}, output=_eigh_function),
+    Case((Arg((4, 4), kind=_C),), output=lambda r: r[0]),
+    Case((Arg((3, 3), kind=_C),), output=lambda r: np.abs(r[1]) ** 2),
+)
+SVD_COMPLEX_CASES = (
+    Case((Arg((3, 3), kind=_C),), output=_svd_function),
+    Case((Arg((4, 2), kind=_C),), {"full_matrices": False}, output=_svd_function),
+    Case((Arg((2, 3, 4), kind=_C),), {"full_matrices": False}, output=_svd_function),
+    Case((Arg((3, 2), kind=_C),), {"full_matrices": False}, output=_svd_moduli),
+    Case((Arg((2, 3), kind=_C),), {"full_matrices": False}, output=_svd_moduli),
+    Case((Arg((3, 3), kind=_C),), output=lambda r: r[1]),
+)
 
-#: ``{rule name: {argument: complex vjp}}`` for :mod:`funcdiff.rules.complex_support`.
-COMPLEX_LINALG_VJPS = {
-    "linalg.slogdet": {0: _slogdet_vjp},
-    "linalg.cholesky": {0: _cholesky_vjp},
-    "linalg.svd": {0: _svd_vjp},
-    "linalg.svdvals": {0: lambda g, ans, x: _svd_vjp(g, ans, x, compute_uv=False)},
-    "linalg.eigh": {0: _eigh_vjp},
-    "linalg.eigvalsh": {0: _eigvalsh_vjp},
-    "norm2": {0: _norm2_vjp},
-    "pnorm": {0: _pnorm_vjp},
-    "svnorm": {0: _svnorm_vjp},
-}
+
+def svdvals_complex_vjp(g, ans, x):
+    return svd_complex_vjp(g, ans, x, compute_uv=False)
 
 
 # ----------------------------------------------------------------------------- eig
@@ -272,21 +247,21 @@ def _eig_core(w, v, gw, gv):
         _refuse_phase_dependence(np.imag(_diagonal(vhgv)), vhgv, "eig")
         # The unit norm of each column removes its real diagonal part.
         unit = np.matmul(vh, v * np.expand_dims(np.real(_diagonal(vhgv)), -2))
-        inner = (vhgv - unit) * _safe_inverse_gaps(np.conjugate(w))
+        inner = (vhgv - unit) * safe_inverse_gaps(np.conjugate(w))
     if tw is not None or np.ndim(inner) == 0:
-        inner = inner + _diag_embed(np.zeros(np.shape(w)) if tw is None else tw)
+        inner = inner + diag_embed(np.zeros(np.shape(w)) if tw is None else tw)
     return np.conjugate(np.linalg.solve(vh, np.matmul(inner, vh)))
 
 
 def _eig_vjp(g, ans, a):
     w, v = ans
-    gw, gv = (None if _is_zero(x) else x for x in g)
+    gw, gv = (None if is_zero_cotangent(x) else x for x in g)
     return _eig_core(w, v, gw, gv)
 
 
 def _eigvals_vjp(g, ans, a):
     w, v = _eig(a)  # recomputed, so that higher orders see the vectors
-    if not np.allclose(_value(w), _value(ans), rtol=1e-10, atol=0.0):
+    if not np.allclose(numbers_of(w), numbers_of(ans), rtol=1e-10, atol=0.0):
         raise RuntimeError(
             "the gradient of numpy.linalg.eigvals needs the eigenvectors, and "
             "numpy.linalg.eig returned the eigenvalues in another order; use eig"
@@ -304,7 +279,7 @@ EigResult = type(np.linalg.eig(np.eye(1)))
 
 _EIG = (
     "unit-norm eigenvectors (NumPy's); a loss that depends on their phases raises, as in "
-    "torch; " + _DEGENERATE + "; a real matrix gets a real gradient (the real part)"
+    "torch; " + DEGENERATE + "; a real matrix gets a real gradient (the real part)"
 )
 
 
@@ -364,6 +339,7 @@ register(
         convention=_EIG,
         family="linalg",
         complex=True,
+        structure=DENSE,
     ),
     _eig,
 )
@@ -377,6 +353,7 @@ register(
         convention=_EIG,
         family="linalg",
         complex=True,
+        structure=DENSE,
     ),
     _eigvals,
 )

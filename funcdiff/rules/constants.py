@@ -39,8 +39,9 @@ from collections.abc import Callable
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.registry import Rule, Structure, dispatching, register
 from funcdiff._core.tensor import Tensor
+from funcdiff.rules.cases import Arg, Case
 
 _CONSTANT_FUNCTIONS: list[Callable] = [
     np.zeros_like,
@@ -97,6 +98,7 @@ register(
         convention="the template only gives the shape; fill_value gets the summed cotangent",
         uses_values=False,
         family="constants",
+        structure=Structure("full_like", "linear"),
     ),
 )
 

@@ -27,38 +27,20 @@ import operator
 import string
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.linalg_common import conjugating_first, mm, mT, size_of
 from funcdiff.rules.shape import _axis, _batch, _rule
 from funcdiff.rules.shape import _no_out as _no_numpy_out  # numpy.<name>-style message
+from funcdiff.rules.structure import CONTRACT, last_axis
 
 
 # ----------------------------------------------------------------------------- helpers
-def _mT(a):
-    return np.swapaxes(a, -1, -2)
-
-
-def _prod(shape) -> int:
-    return math.prod(int(s) for s in shape)
-
-
-def _mm(x, y):
-    """``x @ y``; when ``y`` is one matrix and ``x`` a stack, a single GEMM.
-
-    NumPy's matmul loops over the stack of ``x`` even when ``y`` is 2-D; merging the
-    leading axes of ``x`` into rows (a view for contiguous data) makes it one call.
-    """
-    xs = np.shape(x)
-    if np.ndim(y) == 2 and len(xs) > 2:
-        lead = tuple(xs[:-1])
-        out = np.matmul(np.reshape(x, (_prod(lead), xs[-1])), y)
-        return np.reshape(out, lead + (np.shape(y)[-1],))
-    return np.matmul(x, y)
-
-
 def _no_out(name: str, out) -> None:
     if out is not None:
         raise TypeError(
@@ -74,9 +56,9 @@ def _matmul_vjp_a(g, ans, a, b):
         return np.expand_dims(g, -1) * b
     if na == 1:  # (k,) @ (..., k, n) -> (..., n)
         if nb == 2:
-            return _mm(g, _mT(b))
-        return np.squeeze(np.matmul(np.expand_dims(g, -2), _mT(b)), -2)
-    return _mm(g, _mT(b))
+            return mm(g, mT(b))
+        return np.squeeze(np.matmul(np.expand_dims(g, -2), mT(b)), -2)
+    return mm(g, mT(b))
 
 
 def _matmul_vjp_b(g, ans, a, b):
@@ -91,15 +73,15 @@ def _matmul_vjp_b(g, ans, a, b):
     if nb == 1 or (nb == 2 and na > 2):
         # Fold every row of every stacked matrix of ``a`` into one contraction: a single
         # GEMM for the whole stack (and batch) instead of per-matrix products summed later.
-        rows = _prod(ashape[:-1])
+        rows = size_of(ashape[:-1])
         a2 = np.reshape(a, (rows, ashape[-1]))
         nbt = batch_ndim(g, ans)
         gshape = np.shape(g)
         if nb == 1:
-            return _mm(np.reshape(g, tuple(gshape[:nbt]) + (rows,)), a2)
+            return mm(np.reshape(g, tuple(gshape[:nbt]) + (rows,)), a2)
         g2 = np.reshape(g, tuple(gshape[:nbt]) + (rows, gshape[-1]))
-        return np.matmul(_mT(a2), g2)
-    return np.matmul(_mT(a), g)
+        return np.matmul(mT(a2), g2)
+    return np.matmul(mT(a), g)
 
 
 # Forward mode: matmul is bilinear, so a tangent of either factor is multiplied through.
@@ -115,7 +97,7 @@ def _matmul_jvp_b(t, ans, a, b):
     if not batch_ndim(t, b):
         return np.matmul(a, t)
     if nb == 1 and na <= 2:  # rows of tangents times a^T: (B, k) @ (k, m)
-        return np.matmul(t, _mT(a)) if na == 2 else np.matmul(t, a)
+        return np.matmul(t, mT(a)) if na == 2 else np.matmul(t, a)
     if nb == 2 and na <= 2:
         return np.matmul(a, t)
     return NotImplemented
@@ -143,6 +125,8 @@ register(
         jvps=_MATMUL_JVPS,
         cases=_matmul_cases,
         family="linalg",
+        structure=CONTRACT,
+        complex=True,
     )
 )
 if hasattr(np.linalg, "matmul"):  # NumPy >= 2.0
@@ -154,6 +138,8 @@ if hasattr(np.linalg, "matmul"):  # NumPy >= 2.0
             jvps=_MATMUL_JVPS,
             cases=_matmul_cases[:2],
             family="linalg",
+            structure=CONTRACT,
+            complex=True,
         )
     )
 
@@ -233,6 +219,8 @@ register(
         vjps={0: _tensordot_vjp_a, 1: _tensordot_vjp_b},
         cases=_tensordot_cases,
         family="linalg",
+        structure=CONTRACT,
+        complex=True,
     ),
     np.tensordot,
 )
@@ -247,6 +235,8 @@ if hasattr(np.linalg, "tensordot"):
             },
             cases=_tensordot_cases[:2],
             family="linalg",
+            structure=CONTRACT,
+            complex=True,
         ),
         np.linalg.tensordot,
     )
@@ -291,6 +281,8 @@ register(
             Case((Arg((3,)), Arg((2, 3, 4)))),
         ),
         family="linalg",
+        structure=CONTRACT,
+        complex=True,
     ),
     np.dot,
 )
@@ -323,6 +315,8 @@ register(
             Case((Arg(()), Arg((2, 3)))),
         ),
         family="linalg",
+        structure=CONTRACT,
+        complex=True,
     )
 )
 
@@ -334,20 +328,24 @@ def _vdot_vjp(g, ans, x, y):
     return np.reshape(flat, lead + tuple(np.shape(x)))
 
 
+_VDOT_VJPS: dict[int | str, Callable[..., Any]] = {
+    0: lambda g, ans, a, b: _vdot_vjp(g, ans, a, b),
+    1: lambda g, ans, a, b: _vdot_vjp(g, ans, b, a),
+}
 register(
     Rule(
         "vdot",
         np.vdot,
-        vjps={
-            0: lambda g, ans, a, b: _vdot_vjp(g, ans, a, b),
-            1: lambda g, ans, a, b: _vdot_vjp(g, ans, b, a),
-        },
+        vjps=_VDOT_VJPS,
+        complex_vjps=conjugating_first(_VDOT_VJPS),
         cases=(
             Case((Arg((4,)), Arg((4,)))),
             Case((Arg((2, 3)), Arg((6,)))),
             Case((Arg(()), Arg(()))),
         ),
         family="linalg",
+        structure=CONTRACT,
+        complex=True,
     )
 )
 
@@ -363,36 +361,48 @@ def _vecdot_fn(x1, x2, axis=-1):
     return np.linalg.vecdot(x1, x2, axis=axis)
 
 
+_LINALG_VECDOT_VJPS: dict[int | str, Callable[..., Any]] = {
+    0: lambda g, ans, x1, x2, axis=-1: _vecdot_vjp(g, ans, x1, x2, axis),
+    1: lambda g, ans, x1, x2, axis=-1: _vecdot_vjp(g, ans, x2, x1, axis),
+}
 if hasattr(np.linalg, "vecdot"):
     register(
         Rule(
             "linalg.vecdot",
             _vecdot_fn,
-            vjps={
-                0: lambda g, ans, x1, x2, axis=-1: _vecdot_vjp(g, ans, x1, x2, axis),
-                1: lambda g, ans, x1, x2, axis=-1: _vecdot_vjp(g, ans, x2, x1, axis),
-            },
+            vjps=_LINALG_VECDOT_VJPS,
+            complex_vjps=conjugating_first(_LINALG_VECDOT_VJPS),
             cases=(
                 Case((Arg((2, 3)), Arg((3,)))),
                 Case((Arg((3, 2)), Arg((3, 2))), {"axis": 0}),
             ),
             family="linalg",
+            structure=CONTRACT,
+            complex=True,
         ),
         np.linalg.vecdot,
     )
+_VECDOT_VJPS: dict[int | str, Callable[..., Any]] = {
+    0: lambda g, ans, x1, x2: np.expand_dims(g, -1) * x2,
+    1: lambda g, ans, x1, x2: np.expand_dims(g, -1) * x1,
+}
 if isinstance(getattr(np, "vecdot", None), np.ufunc):
     register(
         Rule(
             "vecdot",
             np.vecdot,
-            vjps={
-                0: lambda g, ans, x1, x2: np.expand_dims(g, -1) * x2,
-                1: lambda g, ans, x1, x2: np.expand_dims(g, -1) * x1,
-            },
+            vjps=_VECDOT_VJPS,
+            complex_vjps=conjugating_first(_VECDOT_VJPS),
             cases=(Case((Arg((2, 3)), Arg((3,)))), Case((Arg((4,)), Arg((2, 4))))),
             family="linalg",
+            structure=CONTRACT,
+            complex=True,
         )
     )
+_VECMAT_VJPS: dict[int | str, Callable[..., Any]] = {
+    0: lambda g, ans, v, m: np.matvec(m, g),
+    1: lambda g, ans, v, m: np.expand_dims(v, -1) * np.expand_dims(g, -2),
+}
 if isinstance(getattr(np, "matvec", None), np.ufunc):
     register(
         Rule(
@@ -400,22 +410,24 @@ if isinstance(getattr(np, "matvec", None), np.ufunc):
             np.matvec,
             vjps={
                 0: lambda g, ans, m, v: np.expand_dims(g, -1) * np.expand_dims(v, -2),
-                1: lambda g, ans, m, v: np.matvec(_mT(m), g),
+                1: lambda g, ans, m, v: np.matvec(mT(m), g),
             },
             cases=(Case((Arg((3, 4)), Arg((4,)))), Case((Arg((2, 3, 4)), Arg((4,))))),
             family="linalg",
+            structure=CONTRACT,
+            complex=True,
         )
     )
     register(
         Rule(
             "vecmat",
             np.vecmat,
-            vjps={
-                0: lambda g, ans, v, m: np.matvec(m, g),
-                1: lambda g, ans, v, m: np.expand_dims(v, -1) * np.expand_dims(g, -2),
-            },
+            vjps=_VECMAT_VJPS,
+            complex_vjps=conjugating_first(_VECMAT_VJPS),
             cases=(Case((Arg((3,)), Arg((3, 4)))), Case((Arg((2, 3)), Arg((3, 4))))),
             family="linalg",
+            structure=CONTRACT,
+            complex=True,
         )
     )
 
@@ -570,6 +582,8 @@ register(
         convention="the cotangent of each operand is another einsum (a delta for repeated "
         "labels); optimize= is passed on to the cotangent contractions",
         family="linalg",
+        structure=CONTRACT,
+        complex=True,
     ),
     np.einsum,
 )
@@ -636,6 +650,7 @@ register(
         ),
         convention="a composition of dot products in the cheapest order",
         family="linalg",
+        complex=True,
     )
 )
 
@@ -663,6 +678,8 @@ register(
             Case((Arg((2, 2)), Arg(()))),
             Case((Arg((0,)), Arg((2,)))),
         ),
+        structure=Structure("outer", "bilinear"),
+        complex=True,
     ),
     np.outer,
 )
@@ -704,6 +721,8 @@ register(
             Case((Arg(()), Arg((3,)))),
             Case((Arg((2,)), Arg((3,)))),
         ),
+        structure=Structure("kron", "bilinear"),
+        complex=True,
     )
 )
 
@@ -720,6 +739,8 @@ register(
         cross_last.__wrapped__,
         {0: lambda g, ans, a, b: cross_last(b, g), 1: lambda g, ans, a, b: cross_last(g, a)},
         cases=(Case((Arg((3,)), Arg((3,)))), Case((Arg((2, 3)), Arg((4, 1, 3))))),
+        structure=Structure("fibre", "bilinear", last_axis),
+        complex=True,
     ),
     cross_last,
 )
@@ -763,5 +784,6 @@ register(
             Case((Arg((3, 4)), Arg((3, 4))), {"axis": 0}),
         ),
         impl=_cross,
+        complex=True,
     )
 )

@@ -21,9 +21,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, register
-from funcdiff.rules.contractions import _mT
-from funcdiff.rules.linalg import _DEGENERATE, _diag_embed, _is_zero, _safe_inverse_gaps
+from funcdiff._core.registry import Rule, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.complex_linalg import EIGH_COMPLEX_CASES, eigh_complex_vjp, eigvalsh_complex_vjp
+from funcdiff.rules.linalg_common import (
+    DEGENERATE,
+    diag_embed,
+    is_zero_cotangent,
+    mT,
+    safe_inverse_gaps,
+)
+from funcdiff.rules.structure import DENSE
 
 # ----------------------------------------------------------------------------- eigh, eigvalsh
 _ONE_TRIANGLE = (
@@ -44,7 +52,7 @@ def _one_triangle(g_sym, lower: bool):
     """
     n = np.shape(g_sym)[-1]
     strict = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
-    return (g_sym + _mT(g_sym)) * (strict + 0.5 * np.eye(n))
+    return (g_sym + mT(g_sym)) * (strict + 0.5 * np.eye(n))
 
 
 def _reads_lower(uplo) -> bool:
@@ -56,17 +64,17 @@ def _eigh_symmetric_gradient(g, ans):
     w, v = ans
     gw, gv = g
     inner = 0.0
-    if not _is_zero(gv):
-        p = np.matmul(_mT(v), gv)
-        inner = _safe_inverse_gaps(w) * (p - _mT(p)) * 0.5
-    if not _is_zero(gw) or np.ndim(inner) == 0:
-        inner = inner + _diag_embed(gw)
-    return np.matmul(np.matmul(v, inner), _mT(v))
+    if not is_zero_cotangent(gv):
+        p = np.matmul(mT(v), gv)
+        inner = safe_inverse_gaps(w) * (p - mT(p)) * 0.5
+    if not is_zero_cotangent(gw) or np.ndim(inner) == 0:
+        inner = inner + diag_embed(gw)
+    return np.matmul(np.matmul(v, inner), mT(v))
 
 
 def _eigvalsh_symmetric_gradient(g, v):
     """``V diag(g) V^T``, the gradient of the eigenvalues w.r.t. the symmetric matrix."""
-    return np.matmul(v * np.expand_dims(g, -2), _mT(v))
+    return np.matmul(v * np.expand_dims(g, -2), mT(v))
 
 
 def _eigh_vjp(g, ans, a, UPLO="L"):  # noqa: N803  (NumPy's parameter name)
@@ -86,7 +94,7 @@ def _eigh_gauge(result):
 
 def _eigh_function(result):
     w, v = result  # V diag(sin w) V^T: independent of the eigenvector signs
-    return np.matmul(v * np.sin(w)[..., None, :], _mT(v))
+    return np.matmul(v * np.sin(w)[..., None, :], mT(v))
 
 
 # General (non-symmetric) matrices: NumPy reads one triangle, so finite differences of
@@ -103,8 +111,12 @@ register(
             Case((Arg((3, 3)),), output=_eigh_function),
             Case((Arg((1, 1)),), output=_eigh_gauge),
         ),
-        convention=_ONE_TRIANGLE + "; " + _DEGENERATE,
+        convention=_ONE_TRIANGLE + "; " + DEGENERATE,
         family="linalg",
+        structure=DENSE,
+        complex_vjps={0: eigh_complex_vjp},
+        complex_cases=EIGH_COMPLEX_CASES,
+        complex=True,
     ),
     np.linalg.eigh,
 )
@@ -120,6 +132,9 @@ register(
         ),
         convention=_ONE_TRIANGLE,
         family="linalg",
+        structure=DENSE,
+        complex_vjps={0: eigvalsh_complex_vjp},
+        complex=True,
     ),
     np.linalg.eigvalsh,
 )

@@ -20,7 +20,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Rule, Structure, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import (
+    ELEMENTWISE,
+    ELEMENTWISE_PIECEWISE,
+)
 
 LN2 = float(np.log(2.0))
 LN10 = float(np.log(10.0))
@@ -60,9 +65,16 @@ def unary(
     *,
     name: str | None = None,
     family: str = "elementwise",
+    curvature: str = "nonlinear",
+    complex: bool = False,  # noqa: A002  (the Rule field it sets)
+    complex_vjps: dict | None = None,
 ) -> Rule:
     """Register the rule of a one-argument ufunc, tested on :func:`unary_cases` in
-    ``[low, high]`` plus ``cases``; ``name`` defaults to the ufunc's own."""
+    ``[low, high]`` plus ``cases``; ``name`` defaults to the ufunc's own.
+
+    The rule is elementwise (``diagonal=True``) with the given Hessian ``curvature``;
+    ``complex=True`` declares that its vjp holds on complex values as written (a
+    holomorphic function), ``complex_vjps`` replaces it there."""
     rule = Rule(
         name or ufunc.__name__,
         ufunc,
@@ -71,6 +83,9 @@ def unary(
         convention=convention,
         family=family,
         diagonal=True,
+        structure=Structure("elementwise", curvature),
+        complex=complex or bool(complex_vjps),
+        complex_vjps=complex_vjps or {},
     )
     return register(rule)
 
@@ -81,7 +96,12 @@ def binary(
     vjp_y,
     cases: tuple[Case, ...] | None = None,
     convention: str = "",
+    *,
+    curvature: str = "nonlinear",
+    complex: bool = False,  # noqa: A002
+    complex_vjps: dict | None = None,
 ) -> Rule:
+    """Register the rule of a two-argument elementwise ufunc (see :func:`unary`)."""
     rule = Rule(
         ufunc.__name__,
         ufunc,
@@ -90,13 +110,19 @@ def binary(
         convention=convention,
         family="elementwise",
         diagonal=True,
+        structure=Structure("elementwise", curvature),
+        complex=complex or bool(complex_vjps),
+        complex_vjps=complex_vjps or {},
     )
     return register(rule)
 
 
-def constant(fn, name: str | None = None) -> Rule:
-    """A piecewise-constant ufunc or function: its result never requires grad."""
-    rule = Rule(name or fn.__name__, fn, differentiable=False, family="elementwise")
+def constant(fn, name: str | None = None, *, complex: bool = False) -> Rule:  # noqa: A002
+    """A piecewise-constant ufunc or function: its result never requires grad.
+    ``complex=True``: it stays constant on complex values (``rint`` rounds both parts)."""
+    rule = Rule(
+        name or fn.__name__, fn, differentiable=False, family="elementwise", complex=complex
+    )
     return register(rule, fn)
 
 
@@ -149,30 +175,47 @@ def _zeros(g, ans, x, y):
     return np.zeros_like(g)
 
 
-def _tie_weights(x, y):
+def _conj_vjp(g, ans, x):
+    # conj is a function of conj(z) alone: its vjp conjugates the cotangent.
+    return np.conjugate(g)
+
+
+def _power_exponent_complex_vjp(g, ans, x, y):
+    # d/dy x**y = x**y log x (principal branch); 0 where x = 0, where 0**y is constant.
+    nonzero = x != 0
+    return g * np.where(nonzero, ans, 0.0) * np.log(np.where(nonzero, x, 1.0))
+
+
+def _arccosh_complex_vjp(g, ans, x):
+    # 1 / sqrt(z**2 - 1) has the wrong sign left of the imaginary axis; this product
+    # follows arccosh's principal branch everywhere off its cut.
+    return g / (np.sqrt(x - 1.0) * np.sqrt(x + 1.0))
+
+
+def tie_weights(x, y):
     """1 where x wins, 1/2 at ties, 0 where y wins: a constant (comparisons never record)."""
     return np.where(x == y, 0.5, np.where(x > y, 1.0, 0.0))
 
 
-def _max_weights(x, y):
-    """Like ``_tie_weights``; a NaN argument (which ``maximum`` propagates) gets the gradient."""
-    return np.where(np.isnan(x), 1.0, np.where(np.isnan(y), 0.0, _tie_weights(x, y)))
-
-
-def _fmax_weights(x, y):
-    """Like ``_tie_weights``, but a NaN loses (``fmax`` ignores NaN)."""
-    return np.where(np.isnan(y), 1.0, np.where(np.isnan(x), 0.0, _tie_weights(x, y)))
-
-
 # ---------------------------------------------------------------- arithmetic
-binary(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
-binary(np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g)
-binary(np.multiply, lambda g, ans, x, y: g * y, lambda g, ans, x, y: g * x)
+binary(np.add, lambda g, ans, x, y: g, lambda g, ans, x, y: g, curvature="linear", complex=True)
+binary(
+    np.subtract, lambda g, ans, x, y: g, lambda g, ans, x, y: -g, curvature="linear", complex=True
+)
+binary(
+    np.multiply,
+    lambda g, ans, x, y: g * y,
+    lambda g, ans, x, y: g * x,
+    curvature="bilinear",
+    complex=True,
+)
 binary(  # np.divide is np.true_divide
     np.true_divide,
     lambda g, ans, x, y: g / y,
     lambda g, ans, x, y: -g * x / (y * y),
     cases=binary_cases(-2.0, 2.0, 0.5, 2.0),
+    curvature="quotient",
+    complex=True,
 )
 register(
     Rule(
@@ -183,6 +226,7 @@ register(
         convention="piecewise constant: zero gradient everywhere",
         family="elementwise",
         diagonal=True,
+        structure=ELEMENTWISE_PIECEWISE,
     )
 )
 # Quotients away from integers (the jumps), with non-zero floor/trunc quotients and
@@ -202,6 +246,7 @@ binary(  # np.mod is np.remainder
     lambda g, ans, x, y: -g * np.floor_divide(x, y),
     cases=_mod_cases,
     convention=_mod_convention,
+    curvature="piecewise",
 )
 binary(
     np.fmod,
@@ -209,6 +254,7 @@ binary(
     lambda g, ans, x, y: -g * np.trunc(np.true_divide(x, y)),
     cases=_mod_cases,
     convention=_mod_convention,
+    curvature="piecewise",
 )
 register(
     Rule(
@@ -222,6 +268,7 @@ register(
         convention="the quotient is piecewise constant; the remainder as numpy.remainder",
         family="elementwise",
         diagonal=True,
+        structure=ELEMENTWISE,
     )
 )
 
@@ -276,6 +323,7 @@ binary(
     _power_vjp_exponent,
     cases=_power_cases,
     convention=_power_convention,
+    complex_vjps={1: _power_exponent_complex_vjp},
 )
 binary(
     np.float_power,
@@ -283,13 +331,16 @@ binary(
     _power_vjp_exponent,
     cases=_power_cases,
     convention=_power_convention,
+    complex_vjps={1: _power_exponent_complex_vjp},
 )
-unary(np.negative, lambda g, ans, x: -g)
-unary(np.positive, lambda g, ans, x: g)
+unary(np.negative, lambda g, ans, x: -g, curvature="linear", complex=True)
+unary(np.positive, lambda g, ans, x: g, curvature="linear", complex=True)
 unary(
     np.conjugate,
     lambda g, ans, x: g,
     convention="identity on real Tensors; the cotangent's conjugate on complex ones",
+    curvature="linear",
+    complex_vjps={0: _conj_vjp},
 )
 _abs_convention = "abs'(0) = 0; on complex values the gradient is z/|z| (0 at 0)"
 
@@ -304,16 +355,17 @@ def _abs_vjp(g, ans, x):
     return g * np.sign(x)
 
 
-unary(np.absolute, _abs_vjp, convention=_abs_convention)
-unary(np.fabs, lambda g, ans, x: g * np.sign(x), convention=_abs_convention)
-unary(np.square, lambda g, ans, x: 2.0 * g * x)
-unary(np.reciprocal, lambda g, ans, x: -g * ans * ans, low=0.5, high=2.0)
+unary(np.absolute, _abs_vjp, convention=_abs_convention, curvature="piecewise", complex=True)
+unary(np.fabs, lambda g, ans, x: g * np.sign(x), convention=_abs_convention, curvature="piecewise")
+unary(np.square, lambda g, ans, x: 2.0 * g * x, complex=True)
+unary(np.reciprocal, lambda g, ans, x: -g * ans * ans, low=0.5, high=2.0, complex=True)
 unary(
     np.sqrt,
     lambda g, ans, x: _over(g, 2.0 * ans),
     low=0.2,
     high=3.0,
     convention="infinite at 0, as the one-sided derivative",
+    complex=True,
 )
 unary(
     np.cbrt,
@@ -323,13 +375,13 @@ unary(
 )
 
 # ---------------------------------------------------------------- exponentials and logs
-unary(np.exp, lambda g, ans, x: g * ans)
-unary(np.exp2, lambda g, ans, x: g * ans * LN2)
-unary(np.expm1, lambda g, ans, x: g * (ans + 1.0))
-unary(np.log, lambda g, ans, x: g / x, low=0.2, high=3.0)
-unary(np.log2, lambda g, ans, x: g / (x * LN2), low=0.2, high=3.0)
-unary(np.log10, lambda g, ans, x: g / (x * LN10), low=0.2, high=3.0)
-unary(np.log1p, lambda g, ans, x: g / (1.0 + x), low=-0.7, high=3.0)
+unary(np.exp, lambda g, ans, x: g * ans, complex=True)
+unary(np.exp2, lambda g, ans, x: g * ans * LN2, complex=True)
+unary(np.expm1, lambda g, ans, x: g * (ans + 1.0), complex=True)
+unary(np.log, lambda g, ans, x: g / x, low=0.2, high=3.0, complex=True)
+unary(np.log2, lambda g, ans, x: g / (x * LN2), low=0.2, high=3.0, complex=True)
+unary(np.log10, lambda g, ans, x: g / (x * LN10), low=0.2, high=3.0, complex=True)
+unary(np.log1p, lambda g, ans, x: g / (1.0 + x), low=-0.7, high=3.0, complex=True)
 
 
 def _logaddexp_vjp(exp: np.ufunc) -> tuple[Callable, Callable]:
@@ -342,7 +394,7 @@ def _logaddexp_vjp(exp: np.ufunc) -> tuple[Callable, Callable]:
         # split evenly. A NaN result (a NaN argument) keeps its NaN weight.
         keep = ~np.isinf(ans)
         w = exp(np.where(keep, x, 0.0) - np.where(keep, ans, 0.0))
-        return g * np.where(keep, w, _tie_weights(x, y))
+        return g * np.where(keep, w, tie_weights(x, y))
 
     def vjp_y(g, ans, x, y):
         return vjp_x(g, ans, y, x)
@@ -358,12 +410,14 @@ binary(np.logaddexp, *_logaddexp_vjp(np.exp), convention=_logaddexp_convention)
 binary(np.logaddexp2, *_logaddexp_vjp(np.exp2), convention=_logaddexp_convention)
 
 # ---------------------------------------------------------------- trigonometric
-unary(np.sin, lambda g, ans, x: g * np.cos(x))
-unary(np.cos, lambda g, ans, x: -g * np.sin(x))
-unary(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), low=-1.2, high=1.2)
-unary(np.arcsin, lambda g, ans, x: _over(g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9)
-unary(np.arccos, lambda g, ans, x: _over(-g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9)
-unary(np.arctan, lambda g, ans, x: g / (1.0 + x * x))
+unary(np.sin, lambda g, ans, x: g * np.cos(x), complex=True)
+unary(np.cos, lambda g, ans, x: -g * np.sin(x), complex=True)
+unary(np.tan, lambda g, ans, x: g * (1.0 + ans * ans), low=-1.2, high=1.2, complex=True)
+unary(np.arcsin, lambda g, ans, x: _over(g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9, complex=True)
+unary(
+    np.arccos, lambda g, ans, x: _over(-g, np.sqrt(1.0 - x * x)), low=-0.9, high=0.9, complex=True
+)
+unary(np.arctan, lambda g, ans, x: g / (1.0 + x * x), complex=True)
 
 
 def _arctan2_radius2(y, x):
@@ -398,10 +452,10 @@ binary(
     convention=_hypot_convention,
     cases=binary_cases(0.3, 2.0, -2.0, -0.3),
 )
-unary(np.deg2rad, lambda g, ans, x: g * (np.pi / 180.0))
-unary(np.rad2deg, lambda g, ans, x: g * (180.0 / np.pi))
-unary(np.radians, lambda g, ans, x: g * (np.pi / 180.0))
-unary(np.degrees, lambda g, ans, x: g * (180.0 / np.pi))
+unary(np.deg2rad, lambda g, ans, x: g * (np.pi / 180.0), curvature="linear")
+unary(np.rad2deg, lambda g, ans, x: g * (180.0 / np.pi), curvature="linear")
+unary(np.radians, lambda g, ans, x: g * (np.pi / 180.0), curvature="linear")
+unary(np.degrees, lambda g, ans, x: g * (180.0 / np.pi), curvature="linear")
 
 # sinc'(x) = (cos(pi x) - sinc(x)) / x loses digits near 0 and is 0/0 at 0; there a
 # Taylor polynomial (error below 1e-16 for |x| < 0.1) takes over. A polynomial is exact
@@ -446,307 +500,23 @@ register(
         convention="sinc'(0) = 0, and every higher derivative at 0 exact",
         family="elementwise",
         diagonal=True,
+        structure=ELEMENTWISE,
     ),
     np.sinc,
 )
 
 # ---------------------------------------------------------------- hyperbolic
-unary(np.sinh, lambda g, ans, x: g * np.cosh(x))
-unary(np.cosh, lambda g, ans, x: g * np.sinh(x))
+unary(np.sinh, lambda g, ans, x: g * np.cosh(x), complex=True)
+unary(np.cosh, lambda g, ans, x: g * np.sinh(x), complex=True)
 # g - g*ans*ans rather than g * (1 - ans*ans): the same three passes, none of them
 # with a Python scalar, which costs a small-array ufunc call ~40% more.
-unary(np.tanh, lambda g, ans, x: g - g * ans * ans)
-unary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0))
-unary(np.arccosh, lambda g, ans, x: _over(g, np.sqrt(x * x - 1.0)), low=1.2, high=3.0)
-unary(np.arctanh, lambda g, ans, x: _over(g, 1.0 - x * x), low=-0.9, high=0.9)
-
-# ---------------------------------------------------------------- max/min and friends
-_tie_convention = "ties split the gradient evenly between the two arguments"
-_distinct = (
-    Case((Arg((2, 3), kind="distinct"), Arg((2, 3), -1.9, 1.9))),
-    Case((Arg((3, 1), kind="distinct"), Arg((1, 4), -1.9, 1.9))),
-    Case((Arg((2, 3), kind="distinct"), 0.05)),
+unary(np.tanh, lambda g, ans, x: g - g * ans * ans, complex=True)
+unary(np.arcsinh, lambda g, ans, x: g / np.sqrt(x * x + 1.0), complex=True)
+unary(
+    np.arccosh,
+    lambda g, ans, x: _over(g, np.sqrt(x * x - 1.0)),
+    low=1.2,
+    high=3.0,
+    complex_vjps={0: _arccosh_complex_vjp},
 )
-for _ufunc in (np.maximum, np.minimum):
-    _sign = 1.0 if _ufunc is np.maximum else -1.0
-    binary(
-        _ufunc,
-        lambda g, ans, x, y, s=_sign: g * _max_weights(s * x, s * y),
-        lambda g, ans, x, y, s=_sign: g * _max_weights(s * y, s * x),
-        cases=_distinct,
-        convention=_tie_convention + "; a NaN argument (propagated) gets the gradient",
-    )
-binary(
-    np.fmax,
-    lambda g, ans, x, y: g * _fmax_weights(x, y),
-    lambda g, ans, x, y: g * _fmax_weights(y, x),
-    cases=_distinct,
-    convention=_tie_convention + "; a NaN argument gets no gradient",
-)
-binary(
-    np.fmin,
-    lambda g, ans, x, y: g * _fmax_weights(-x, -y),
-    lambda g, ans, x, y: g * _fmax_weights(-y, -x),
-    cases=_distinct,
-    convention=_tie_convention + "; a NaN argument gets no gradient",
-)
-binary(
-    np.copysign,
-    lambda g, ans, x, y: g * np.sign(x) * np.where(np.signbit(y), -1.0, 1.0),
-    _zeros,
-    cases=binary_cases(0.2, 2.0, -2.0, 2.0) + (Case((Arg((2, 3), -2.0, -0.2), Arg((3,)))),),
-    convention="d/dx copysign(x, y) = sign(x) sign(y) (0 at x = 0); zero gradient for y",
-)
-binary(
-    np.ldexp,
-    lambda g, ans, x, n: g * np.exp2(n),
-    _zeros,
-    cases=(Case((Arg((2, 3)), Arg((2, 3), -2, 3, kind="int"))),),
-)
-register(
-    Rule(
-        "heaviside",
-        np.heaviside,
-        vjps={0: _zeros, 1: lambda g, ans, x, h: np.where(x == 0, g, 0.0)},
-        cases=(
-            Case((Arg((2, 3)), Arg((2, 3)))),
-            Case((np.array([-1.0, 0.0, 2.0]), Arg((2, 3)))),
-        ),
-        convention="zero gradient for x (piecewise constant); the second argument, the "
-        "value at x = 0, gets the gradient where x == 0",
-        family="elementwise",
-        diagonal=True,
-    )
-)
-
-# ---------------------------------------------------------------- decompositions
-register(
-    Rule(
-        "modf",
-        np.modf,
-        vjps={0: lambda g, ans, x: g[0]},
-        cases=(
-            Case((Arg((2, 3), 0.1, 0.9),)),
-            Case((Arg((3,), -1.9, -1.1),)),
-            Case((Arg((), 2.1, 2.9),)),
-        ),
-        convention="d frac/dx = 1 and d int/dx = 0 (the integral part is piecewise constant)",
-        family="elementwise",
-        diagonal=True,
-    )
-)
-register(
-    Rule(
-        "frexp",
-        np.frexp,
-        vjps={0: lambda g, ans, x: g[0] * np.exp2(-ans[1])},
-        cases=(
-            Case((Arg((2, 3), 1.1, 1.9),)),
-            Case((Arg((3,), -3.5, -2.5),)),
-            Case((Arg((), 0.3, 0.45),)),
-        ),
-        convention="d mantissa/dx = 2**-exponent (piecewise); the integer exponent has none",
-        family="elementwise",
-        diagonal=True,
-    )
-)
-
-# ---------------------------------------------------------------- real-input helpers
-register(
-    Rule(
-        "real",
-        lambda val: np.real(val)[...],  # a view, never the input object itself
-        vjps={0: lambda g, ans, val: g},
-        cases=(Case((Arg((2, 3)),)), Case((Arg(()),))),
-        convention="identity on real Tensors (Tensors are always real)",
-        family="elementwise",
-        diagonal=True,
-    ),
-    np.real,
-)
-register(
-    Rule(
-        "imag",
-        lambda val: np.array(np.imag(val)),
-        # Im z = (z - conj z) / 2i: the cotangent -i g, whose real part (a real
-        # input's share) is 0.
-        vjps={0: lambda g, ans, val: -1j * g},
-        cases=(Case((Arg((2, 3)),)), Case((Arg(()),))),
-        convention="zero gradient on real Tensors; i times the gradient on complex ones",
-        family="elementwise",
-        diagonal=True,
-    ),
-    np.imag,
-)
-
-
-def _angle_vjp(g, ans, z, deg=False):
-    # d angle = Im(conj(z) dz) / |z|**2, so the cotangent is -i g conj(z) / |z|**2
-    # (0 at 0); for a real z its real part, the gradient, is 0.
-    r2 = np.real(z * np.conjugate(z))
-    scale = -180j / np.pi if deg else -1j
-    return scale * g * np.conjugate(z) / np.where(r2 == 0, 1.0, r2)
-
-
-def _angle(z, deg=False):
-    return np.asarray(np.angle(z, deg=deg))
-
-
-register(
-    Rule(
-        "angle",
-        _angle,
-        vjps={0: _angle_vjp},
-        nondiff_args=frozenset({1, "deg"}),
-        cases=(Case((Arg((2, 3), 0.2, 2.0),)), Case((Arg((3,), 0.2, 2.0),), {"deg": True})),
-        convention="zero gradient on real Tensors (piecewise constant) and at 0",
-        family="elementwise",
-        diagonal=True,
-    ),
-    np.angle,
-)
-
-
-def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    if not copy:
-        raise ValueError(
-            "numpy.nan_to_num(copy=False) would change a Tensor's data behind the recorded "
-            "graph; use copy=True (the default) and keep the returned Tensor"
-        )
-    return np.nan_to_num(x, copy=True, nan=nan, posinf=posinf, neginf=neginf)
-
-
-register(
-    Rule(
-        "nan_to_num",
-        _nan_to_num,
-        vjps={
-            0: lambda g, ans, x, copy=True, nan=0.0, posinf=None, neginf=None: np.where(
-                np.isfinite(x), g, 0.0
-            )
-        },
-        cases=(Case((Arg((2, 3)),)), Case((Arg(()),), {"nan": 1.0, "posinf": 5.0})),
-        convention="the gradient passes where x is finite and is 0 where a value was replaced",
-        family="elementwise",
-        diagonal=True,
-    ),
-    np.nan_to_num,
-)
-
-# ---------------------------------------------------------------- piecewise constant
-for _fn in (
-    np.sign,
-    np.floor,
-    np.ceil,
-    np.trunc,
-    np.rint,
-    np.isfinite,
-    np.isnan,
-    np.isinf,
-    np.signbit,
-    np.equal,
-    np.not_equal,
-    np.less,
-    np.less_equal,
-    np.greater,
-    np.greater_equal,
-    np.logical_and,
-    np.logical_or,
-    np.logical_xor,
-    np.logical_not,
-    np.bitwise_and,
-    np.bitwise_or,
-    np.bitwise_xor,
-    np.bitwise_count,
-    np.invert,
-    np.left_shift,
-    np.right_shift,
-    np.gcd,
-    np.lcm,
-    np.spacing,
-    np.nextafter,
-    # functions (NEP 18), not ufuncs
-    np.round,
-    np.around,
-    np.fix,
-    np.isposinf,
-    np.isneginf,
-):
-    constant(_fn)
-
-
-# ---------------------------------------------------------------- clip
-def _clip_bounds(a_min, a_max, min, max):  # noqa: A002
-    if min is not None:
-        if a_min is not None:
-            raise TypeError("numpy.clip: pass only one of a_min= and min=")
-        a_min = min
-    if max is not None:
-        if a_max is not None:
-            raise TypeError("numpy.clip: pass only one of a_max= and max=")
-        a_max = max
-    return a_min, a_max
-
-
-def _clip(a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
-    if out is not None:
-        raise TypeError(
-            "numpy.clip on Tensors does not support out=; use the returned Tensor instead"
-        )
-    lo, hi = _clip_bounds(a_min, a_max, min, max)
-    return np.clip(a, lo, hi)
-
-
-def _clip_sources(a, lo, hi):
-    """Constant masks (from_a, from_lo, from_hi): where the result comes from.
-
-    NumPy computes ``minimum(maximum(a, lo), hi)``, so ``hi`` wins whenever
-    ``max(a, lo) >= hi`` and ``lo`` wins where ``a <= lo``; ties go to the bound.
-    """
-    false = np.zeros(np.shape(a), dtype=bool)
-    from_hi = false if hi is None else (a >= hi) | (False if lo is None else lo >= hi)
-    from_lo = false if lo is None else (a <= lo) & ~from_hi
-    return ~(from_hi | from_lo), from_lo, from_hi
-
-
-def _clip_vjp(which: int):
-    def vjp(g, ans, a, a_min=None, a_max=None, out=None, *, min=None, max=None):  # noqa: A002
-        lo, hi = _clip_bounds(a_min, a_max, min, max)
-        return np.where(_clip_sources(a, lo, hi)[which], g, 0.0)
-
-    return vjp
-
-
-register(
-    Rule(
-        "clip",
-        _clip,
-        vjps={
-            0: _clip_vjp(0),
-            1: _clip_vjp(1),
-            2: _clip_vjp(2),
-            "a_min": _clip_vjp(1),
-            "a_max": _clip_vjp(2),
-            "min": _clip_vjp(1),
-            "max": _clip_vjp(2),
-        },
-        cases=(
-            Case((Arg((3, 4)), -1.0, 1.0)),
-            Case((Arg((3, 4)), None, 0.5)),
-            Case((Arg((3, 4)), -0.5, None)),
-            Case((Arg((3, 4)), Arg((3, 1), -1.5, -0.5), Arg((4,), 0.5, 1.5))),
-            Case((Arg((3, 4)),), {"min": Arg((), -1.0, -0.5), "max": Arg((), 0.5, 1.0)}),
-            Case((Arg((5,)), 1.0, Arg((5,), -0.5, 0.5))),
-            Case((Arg(()), -1.0, 1.0)),
-            Case((Arg((0, 2)), -1.0, 1.0)),
-        ),
-        convention=(
-            "the gradient to x is 0 at and beyond the bounds; a bound gets the gradient "
-            "where it is active (the result equals it, ties included); with a_min > a_max "
-            "the result, and the gradient, go to a_max, as in NumPy"
-        ),
-        family="shape",
-        diagonal=True,
-    ),
-    np.clip,
-)
+unary(np.arctanh, lambda g, ans, x: _over(g, 1.0 - x * x), low=-0.9, high=0.9, complex=True)

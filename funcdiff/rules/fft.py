@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Rule, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import DENSE_LINEAR
 
-__all__ = ["FFT_RULES"]
+__all__ = []
 
 _SWAPPED = {None: "forward", "backward": "forward", "ortho": "ortho", "forward": "backward"}
 
@@ -188,6 +190,7 @@ def _register(name: str, fn, numpy_fn, vjp, real_input: bool) -> None:
             complex_cases=_one_d_cases("real") if real_input else (),
             family="fft",
             complex=True,
+            structure=DENSE_LINEAR,
         ),
         numpy_fn,
     )
@@ -286,14 +289,7 @@ for _name, _numpy_fn, _vjp, _real_input, _cases in (
             complex_cases=_cases("real") if _real_input else (),
             family="fft",
             complex=True,
+            structure=DENSE_LINEAR,
         ),
         _numpy_fn,
     )
-
-#: The rule names of the transforms (all dense and linear), for ``rules/structure.py``.
-FFT_RULES = tuple(
-    f"fft.{n}"
-    for n in (
-        "fft ifft rfft irfft hfft ihfft fftn ifftn fft2 ifft2 rfftn irfftn rfft2 irfft2".split()
-    )
-)

@@ -30,8 +30,10 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core.graph import PartialCotangent
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import SELECT
 
 
 def _plain(i):
@@ -148,6 +150,8 @@ register(
         ),
         uses_values=False,
         family="indexing",
+        structure=Structure("index_add", "linear"),
+        complex=True,
     ),
     index_add,
 )
@@ -211,6 +215,8 @@ register(
         ),
         uses_values=False,
         family="indexing",
+        structure=SELECT,
+        complex=True,
     ),
     "getitem",
 )
@@ -277,6 +283,8 @@ register(
         convention="with repeated indices only the write NumPy keeps gets the gradient",
         uses_values=False,
         family="indexing",
+        structure=Structure("setitem", "linear"),
+        complex=True,
     ),
     "setitem",
 )
@@ -307,6 +315,8 @@ register(
             "where(condition) with one argument is nonzero(condition), a constant"
         ),
         family="indexing",
+        structure=Structure("where", "linear"),
+        complex=True,
     ),
     np.where,
 )
@@ -357,6 +367,8 @@ register(
         convention="repeated indices accumulate",
         uses_values=False,
         family="indexing",
+        structure=SELECT,
+        complex=True,
     ),
     np.take,
 )
@@ -399,6 +411,8 @@ register(
         convention="repeated indices accumulate",
         uses_values=False,
         family="indexing",
+        structure=SELECT,
+        complex=True,
     ),
 )
 
@@ -420,5 +434,6 @@ register(
         convention="without weights the counts are integers (constants)",
         uses_values=False,
         family="indexing",
+        structure=Structure("bincount", "linear"),
     ),
 )

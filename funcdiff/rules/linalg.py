@@ -41,141 +41,41 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
-from funcdiff._core.registry import Arg, Case, Rule, register
-from funcdiff._core.tensor import Tensor, values_read
-from funcdiff.rules.contractions import _mm, _mT, _prod
+from funcdiff._core.registry import Rule, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.complex_linalg import (
+    SVD_COMPLEX_CASES,
+    cholesky_complex_vjp,
+    slogdet_complex_vjp,
+    svd_complex_vjp,
+    svdvals_complex_vjp,
+)
+from funcdiff.rules.linalg_common import (
+    DEGENERATE,
+    SYM_NOTE,
+    SYMMETRIC,
+    det_gradient,
+    diag_embed,
+    dispatching_nested,
+    is_zero_cotangent,
+    mm,
+    mT,
+    numbers_of,
+    safe_inverse_gaps,
+    safe_reciprocal,
+    solution_outer,
+    solve_many,
+    symmetrize,
+)
+from funcdiff.rules.structure import DENSE
 
 LinAlgError = np.linalg.LinAlgError
-
-_SYMMETRIC = (
-    "symmetric convention (torch/JAX): only one triangle is read, and the gradient is "
-    "the symmetric one, with respect to the symmetric matrix that triangle stands for; "
-    "it equals the entrywise gradient along symmetric perturbations"
-)
-_DEGENERATE = (
-    "1/(l_j - l_i) factors of (near-)equal values are set to 0: finite at every order, exact "
-    "for functions of the values alone; vector gradients of repeated values are undefined"
-)
-_SYM_NOTE = "symmetric convention: checked through a symmetrising wrapper in tests/test_linalg.py"
-
-
-# ----------------------------------------------------------------------------- helpers
-def _value(x) -> np.ndarray:
-    """The numbers of ``x``, only for masks and thresholds (constants, never differentiated)."""
-    return values_read(x) if isinstance(x, Tensor) else np.asarray(x)
-
-
-def _is_zero(g) -> bool:
-    """True for a cotangent that is identically zero and carries no derivative.
-
-    Multi-output rules receive zeros for unused outputs; skipping their terms saves
-    work (and an extra decomposition) without changing any derivative, because a zero
-    Tensor that requires grad is never skipped.
-    """
-    if isinstance(g, Tensor):
-        return not g.requires_grad and not np.any(values_read(g))
-    return not np.any(g)
-
-
-def _diag_embed(v):
-    """Diagonal matrices with the last axis of ``v`` on their diagonals."""
-    return np.expand_dims(v, -1) * np.eye(np.shape(v)[-1])
-
-
-def _sym(a):
-    return (a + _mT(a)) * 0.5
-
-
-def _eps(vals: np.ndarray) -> float:
-    return float(np.finfo(vals.dtype if vals.dtype.kind == "f" else np.float64).eps)
-
-
-def _safe_inverse_gaps(values, squared: bool = False):
-    """``F[..., i, j] = 1 / (v_j - v_i)``, 0 on the diagonal and for (near-)equal pairs.
-
-    The double ``where`` keeps the discarded branch finite, so no NaN or inf leaks into
-    derivatives of any order.
-    """
-    v = values * values if squared else values
-    d = np.expand_dims(v, -2) - np.expand_dims(v, -1)
-    vals = _value(v)
-    n = vals.shape[-1] if vals.ndim else 1
-    scale = _max_with_zero(np.abs(vals))
-    tol = (8 * n * _eps(vals)) * np.expand_dims(scale, -1)
-    ok = np.abs(_value(d)) > tol
-    return np.where(ok, 1.0 / np.where(ok, d, 1.0), 0.0)
-
-
-def _max_with_zero(a):
-    """``max(a, axis=-1, keepdims=True, initial=0)``, written for Tensors too."""
-    zero = np.zeros_like(a[..., :1]) if np.shape(a)[-1] else np.zeros(np.shape(a)[:-1] + (1,))
-    return np.max(np.concatenate([a, zero], axis=-1), axis=-1, keepdims=True)
-
-
-def _safe_reciprocal(s):
-    """``1 / s`` for singular values clearly above zero, 0 for (numerically) zero ones."""
-    vals = _value(s)
-    scale = _max_with_zero(vals)
-    ok = vals > (8 * max(vals.shape[-1:] or (1,)) * _eps(vals)) * scale
-    return np.where(ok, 1.0 / np.where(ok, s, 1.0), 0.0)
-
-
-def _solve_many(solver: Callable, a, rhs, vector: bool):
-    """``solver(a, r)`` for right-hand sides ``rhs`` that may carry extra leading axes.
-
-    ``rhs`` is ``(..., M)`` when ``vector`` else ``(..., M, K)``. Leading axes of ``rhs``
-    beyond the stack axes of ``a`` (a cotangent batch, or a stack of ``b`` against one
-    matrix) are moved into extra columns, so each matrix is factorised once for all of
-    them instead of once per batch element.
-    """
-    if vector:
-        rhs = np.expand_dims(rhs, -1)
-    rs, ash = tuple(np.shape(rhs)), tuple(np.shape(a))
-    extra = len(rs) - len(ash)
-    if extra > 0 and rs[extra:-2] == ash[:-2]:
-        lead = rs[:extra]
-        src = tuple(range(extra))
-        dst = tuple(range(len(rs) - 1 - extra, len(rs) - 1))
-        r = np.reshape(np.moveaxis(rhs, src, dst), ash[:-2] + (rs[-2], _prod(lead) * rs[-1]))
-        x = solver(a, r)
-        x = np.reshape(x, tuple(np.shape(x)[:-1]) + lead + (rs[-1],))
-        x = np.moveaxis(x, dst, src)
-    else:
-        x = solver(a, rhs)
-    return np.squeeze(x, -1) if vector else x
-
-
-def _solution_outer(first, second, vector: bool):
-    """``first second^T`` for solutions and cotangents of a linear solve (``gb x^T``).
-
-    Vectors (``vector``: ``b`` was 1-D) give their outer product, (stacks of) matrices
-    their matrix product; a stack against one matrix is a single GEMM.
-    """
-    if vector:
-        return np.expand_dims(first, -1) * np.expand_dims(second, -2)
-    return _mm(first, _mT(second))
-
-
-def _wrap_kwargs_dispatch(fn: Callable) -> Callable:
-    """Like ``_registry.dispatching``, but also finds Tensors one level inside tuples
-    and lists and among keyword arguments (``cho_solve((c, lower), b)``)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        for a in (*args, *kwargs.values()):
-            items = a if type(a) in (tuple, list) else (a,)
-            for item in items:
-                if isinstance(item, Tensor):
-                    return item.__array_function__(wrapper, (Tensor,), args, kwargs)
-        return fn(*args, **kwargs)
-
-    return wrapper
 
 
 # ----------------------------------------------------------------------------- inv, solve, det
 def _inv_vjp(g, ans, a):
-    xt = _mT(ans)
-    return -_mm(np.matmul(xt, g), xt)
+    xt = mT(ans)
+    return -mm(np.matmul(xt, g), xt)
 
 
 register(
@@ -190,6 +90,8 @@ register(
         ),
         convention="needs an invertible matrix",
         family="linalg",
+        structure=DENSE,
+        complex=True,
     ),
     np.linalg.inv,
 )
@@ -201,8 +103,8 @@ def _linalg_solve(a, b):
 
 def _solve_vjp_all(needs, g, ans, a, b):
     vector = np.ndim(b) == 1
-    gb = _solve_many(np.linalg.solve, _mT(a), g, vector)
-    ga = -_solution_outer(gb, ans, vector) if needs[0] else None
+    gb = solve_many(np.linalg.solve, mT(a), g, vector)
+    ga = -solution_outer(gb, ans, vector) if needs[0] else None
     return [ga, gb if needs[1] else None]
 
 
@@ -221,19 +123,11 @@ register(
         ),
         convention="b is a vector when it is 1-D, else a (stack of) matrices, as in NumPy 2",
         family="linalg",
+        structure=DENSE,
+        complex=True,
     ),
     np.linalg.solve,
 )
-
-
-def _det_gradient(a, scale):
-    try:
-        return np.expand_dims(np.expand_dims(scale, -1), -1) * _mT(np.linalg.inv(a))
-    except LinAlgError:
-        raise LinAlgError(
-            "the gradient of det/slogdet at a singular matrix (the adjugate) is not "
-            "implemented: funcdiff computes it as det(A) A^-T"
-        ) from None
 
 
 #: Above this 1-norm condition number ``det(A) A^-T`` loses too many digits: the
@@ -270,7 +164,7 @@ def _adjugate_transposed(a):
     u, s, vt = np.linalg.svd(a)
     others = np.where(np.eye(n, dtype=bool), 1.0, np.expand_dims(s, -2))
     products = np.prod(others, axis=-1)  # prod_{j != i} s_j
-    sign = np.linalg.det(_value(u)) * np.linalg.det(_value(vt))
+    sign = np.linalg.det(numbers_of(u)) * np.linalg.det(numbers_of(vt))
     return _expand2(sign) * np.matmul(u * np.expand_dims(products, -2), vt)
 
 
@@ -283,7 +177,7 @@ def _det_vjp(g, ans, a):
     try:
         with np.errstate(all="ignore"):
             inv = np.linalg.inv(a)
-        a_v, inv_v = _value(a), _value(inv)
+        a_v, inv_v = numbers_of(a), numbers_of(inv)
         if a_v.shape[-1] and not np.all(
             np.linalg.norm(a_v, 1, axis=(-2, -1)) * np.linalg.norm(inv_v, 1, axis=(-2, -1))
             < _DET_COND_LIMIT
@@ -292,7 +186,7 @@ def _det_vjp(g, ans, a):
     except LinAlgError:
         pass
     if inv is not None:
-        return _expand2(g * ans) * _mT(inv)
+        return _expand2(g * ans) * mT(inv)
     return _expand2(g) * _adjugate_transposed(a)
 
 
@@ -309,6 +203,8 @@ register(
         ),
         convention=_DET_CONVENTION,
         family="linalg",
+        structure=DENSE,
+        complex=True,
     ),
     np.linalg.det,
 )
@@ -316,7 +212,7 @@ register(
     Rule(
         "linalg.slogdet",
         np.linalg.slogdet,
-        vjps={0: lambda g, ans, a: _det_gradient(a, g[1])},
+        vjps={0: lambda g, ans, a: det_gradient(a, g[1])},
         cases=(
             Case((Arg((3, 3), kind="wellcond"),)),
             Case((Arg((2, 3, 3), kind="spd"),)),
@@ -327,6 +223,9 @@ register(
             "(logabsdet = -inf) raises LinAlgError"
         ),
         family="linalg",
+        structure=DENSE,
+        complex_vjps={0: slogdet_complex_vjp},
+        complex=True,
     ),
     np.linalg.slogdet,
 )
@@ -337,15 +236,15 @@ def _cholesky_core_vjp(L, gL):
     """Symmetric gradient with respect to A = L L^T for a cotangent gL of lower L."""
     n = np.shape(L)[-1]
     phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
-    p = np.matmul(_mT(L), gL) * phi
+    p = np.matmul(mT(L), gL) * phi
     linv = np.linalg.inv(L)
-    s = np.matmul(np.matmul(_mT(linv), p), linv)
-    return _sym(s)
+    s = np.matmul(np.matmul(mT(linv), p), linv)
+    return symmetrize(s)
 
 
 def _cholesky_vjp(g, ans, a, upper=False):
     if upper:
-        return _cholesky_core_vjp(_mT(ans), _mT(g))
+        return _cholesky_core_vjp(mT(ans), mT(g))
     return _cholesky_core_vjp(ans, g)
 
 
@@ -359,11 +258,14 @@ register(
         _cholesky,
         vjps={0: _cholesky_vjp},
         cases=(
-            Case((Arg((1, 1), kind="spd"),), note=_SYM_NOTE),
-            Case((Arg((2, 1, 1), kind="spd"),), {"upper": True}, note=_SYM_NOTE),
+            Case((Arg((1, 1), kind="spd"),), note=SYM_NOTE),
+            Case((Arg((2, 1, 1), kind="spd"),), {"upper": True}, note=SYM_NOTE),
         ),
-        convention=_SYMMETRIC,
+        convention=SYMMETRIC,
         family="linalg",
+        structure=DENSE,
+        complex_vjps={0: cholesky_complex_vjp},
+        complex=True,
     ),
     np.linalg.cholesky,
 )
@@ -376,27 +278,27 @@ def _svd_core_vjp(u, s, vh, gu, gs, gvh, shape):
     k = min(m, n)
     inner = 0.0
     if gs is not None:
-        inner = _diag_embed(gs)
-    v = _mT(vh)
-    gv = None if gvh is None else _mT(gvh)
+        inner = diag_embed(gs)
+    v = mT(vh)
+    gv = None if gvh is None else mT(gvh)
     extra = 0.0
     if gu is not None or gv is not None:
-        f = _safe_inverse_gaps(s, squared=True)
+        f = safe_inverse_gaps(s, squared=True)
         if gu is not None:
-            ju = np.matmul(_mT(u), gu)
-            inner = inner + f * (ju - _mT(ju)) * np.expand_dims(s, -2)
+            ju = np.matmul(mT(u), gu)
+            inner = inner + f * (ju - mT(ju)) * np.expand_dims(s, -2)
         if gv is not None:
-            jv = np.matmul(_mT(v), gv)
-            inner = inner + np.expand_dims(s, -1) * (f * (jv - _mT(jv)))
-        sinv = _safe_reciprocal(s)
+            jv = np.matmul(mT(v), gv)
+            inner = inner + np.expand_dims(s, -1) * (f * (jv - mT(jv)))
+        sinv = safe_reciprocal(s)
         if gu is not None and m > k:
             ortho = gu - np.matmul(u, ju)
             extra = extra + np.matmul(ortho * np.expand_dims(sinv, -2), vh)
         if gv is not None and n > k:
             ortho = gv - np.matmul(v, jv)
-            extra = extra + np.matmul(u * np.expand_dims(sinv, -2), _mT(ortho))
+            extra = extra + np.matmul(u * np.expand_dims(sinv, -2), mT(ortho))
     if np.ndim(inner) == 0:
-        inner = _diag_embed(np.zeros(np.shape(s)))
+        inner = diag_embed(np.zeros(np.shape(s)))
     return np.matmul(np.matmul(u, inner), vh) + extra
 
 
@@ -407,16 +309,16 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
     if not compute_uv:
         u, _, vh = np.linalg.svd(a, full_matrices=False, hermitian=hermitian)
         ga = np.matmul(u * np.expand_dims(g, -2), vh)
-        return _sym(ga) if hermitian else ga
+        return symmetrize(ga) if hermitian else ga
     u, s, vh = ans
-    gu, gs, gvh = (None if _is_zero(x) else x for x in g)
+    gu, gs, gvh = (None if is_zero_cotangent(x) else x for x in g)
     if full_matrices and m != n:
         # Singular vectors beyond min(M, N) are any orthonormal completion: no gradient.
         if m > n:
             spare = None if gu is None else gu[..., :, k:]
         else:
             spare = None if gvh is None else gvh[..., k:, :]
-        if spare is not None and np.any(_value(spare)):
+        if spare is not None and np.any(numbers_of(spare)):
             raise NotImplementedError(
                 "the gradient of svd(..., full_matrices=True) of a non-square matrix is "
                 "undefined for the singular vectors beyond min(M, N) (any orthonormal "
@@ -429,13 +331,13 @@ def _svd_vjp(g, ans, a, full_matrices=True, compute_uv=True, hermitian=False):
             vh = vh[..., :k, :]
             gvh = None if gvh is None else gvh[..., :k, :]
     ga = _svd_core_vjp(u, s, vh, gu, gs, gvh, shape)
-    return _sym(ga) if hermitian else ga
+    return symmetrize(ga) if hermitian else ga
 
 
 def _svd_gauge(result):
     u, s, vh = result
     signs = np.sign(u[..., :1, :])
-    return u * signs, s, vh * _mT(signs)
+    return u * signs, s, vh * mT(signs)
 
 
 register(
@@ -454,9 +356,13 @@ register(
             Case((Arg((3, 3)),), output=lambda r: np.matmul(r[0] * r[1][..., None, :], r[2])),
         ),
         convention="singular values: U diag(gs) V^T; vectors need full_matrices=False for "
-        "non-square input; " + _DEGENERATE + "; 1/s for (numerically) zero s is set to 0; "
-        "hermitian=True uses the " + _SYMMETRIC,
+        "non-square input; " + DEGENERATE + "; 1/s for (numerically) zero s is set to 0; "
+        "hermitian=True uses the " + SYMMETRIC,
         family="linalg",
+        structure=DENSE,
+        complex_vjps={0: svd_complex_vjp},
+        complex_cases=SVD_COMPLEX_CASES,
+        complex=True,
     ),
     np.linalg.svd,
 )
@@ -469,6 +375,9 @@ if hasattr(np.linalg, "svdvals"):
             cases=(Case((Arg((3, 2)),)), Case((Arg((2, 3, 3)),))),
             convention="U diag(g) V^T",
             family="linalg",
+            structure=DENSE,
+            complex_vjps={0: svdvals_complex_vjp},
+            complex=True,
         ),
         np.linalg.svdvals,
     )
@@ -477,22 +386,22 @@ if hasattr(np.linalg, "svdvals"):
 # ----------------------------------------------------------------------------- qr
 def _copy_upper_to_lower(x):
     n = np.shape(x)[-1]
-    return x * np.triu(np.ones((n, n))) + _mT(x * np.triu(np.ones((n, n)), 1))
+    return x * np.triu(np.ones((n, n))) + mT(x * np.triu(np.ones((n, n)), 1))
 
 
 def _right_solve_upper_t(y, r):
     """``y @ inv(r).T`` for upper-triangular ``r``: a triangular solve, stacks folded."""
-    x = _solve_many(lambda rr, rhs: solve_triangular(rr, rhs, lower=False), r, _mT(y), vector=False)
-    return _mT(x)
+    x = solve_many(lambda rr, rhs: solve_triangular(rr, rhs, lower=False), r, mT(y), vector=False)
+    return mT(x)
 
 
 def _qr_square_vjp(q, r, gq, gr):
     """Cotangent of A (m >= n) in the reduced QR A = Q R."""
     nmat = 0.0
     if gr is not None:
-        nmat = np.matmul(gr, _mT(r))
+        nmat = np.matmul(gr, mT(r))
     if gq is not None:
-        nmat = nmat - np.matmul(_mT(q), gq)
+        nmat = nmat - np.matmul(mT(q), gq)
     y = np.matmul(q, _copy_upper_to_lower(nmat))
     if gq is not None:
         y = y + gq
@@ -510,9 +419,9 @@ def _qr_vjp(g, ans, a, mode="reduced"):
         gq, gr = None, g
     else:
         q, r = ans
-        gq, gr = (None if _is_zero(x) else x for x in g)
+        gq, gr = (None if is_zero_cotangent(x) else x for x in g)
         if mode == "complete" and m > n:
-            if gq is not None and np.any(_value(gq[..., :, k:])):
+            if gq is not None and np.any(numbers_of(gq[..., :, k:])):
                 raise NotImplementedError(
                     "the gradient of qr(mode='complete') is undefined for the columns of Q "
                     "beyond N (any orthonormal completion is valid); use mode='reduced'"
@@ -531,7 +440,7 @@ def _qr_vjp(g, ans, a, mode="reduced"):
     gu = None if gr is None else gr[..., :, :m]
     gv = None if gr is None else gr[..., :, m:]
     if gv is not None:
-        extra = np.matmul(y_part, _mT(gv))
+        extra = np.matmul(y_part, mT(gv))
         gq = extra if gq is None else gq + extra
     gx = _qr_square_vjp(q, u, gq, gu)
     sel_x = np.eye(m, n)
@@ -558,6 +467,7 @@ register(
         convention="modes 'reduced' and 'r' (and 'complete' when M <= N); needs full rank "
         "(R invertible); the gradient follows LAPACK's sign choice for diag(R)",
         family="linalg",
+        structure=DENSE,
     ),
     np.linalg.qr,
 )
@@ -566,8 +476,8 @@ register(
 # ----------------------------------------------------------------------------- pinv, lstsq
 def _pinv_core_vjp(g, x, a):
     """Cotangent of A for X = pinv(A), valid where the rank of A is locally constant."""
-    xt = _mT(x)
-    gt = _mT(g)
+    xt = mT(x)
+    gt = mT(g)
     t1 = -np.matmul(np.matmul(xt, g), xt)
     y2 = np.matmul(gt, np.matmul(x, xt))
     t2 = y2 - np.matmul(a, np.matmul(x, y2))
@@ -578,7 +488,7 @@ def _pinv_core_vjp(g, x, a):
 
 def _pinv_vjp(g, ans, a, rcond=None, hermitian=False, *, rtol=None):
     ga = _pinv_core_vjp(g, ans, a)
-    return _sym(ga) if hermitian else ga
+    return symmetrize(ga) if hermitian else ga
 
 
 register(
@@ -593,8 +503,9 @@ register(
             Case((Arg((2, 3, 2)),)),
         ),
         convention="derivative of the pseudo-inverse at locally constant rank (full column "
-        "or row rank in particular); hermitian=True uses the " + _SYMMETRIC,
+        "or row rank in particular); hermitian=True uses the " + SYMMETRIC,
         family="linalg",
+        structure=DENSE,
     ),
     np.linalg.pinv,
 )
@@ -616,16 +527,16 @@ def _lstsq_vjp_all(needs, g, ans, a, b, rcond=None):
     xm = np.expand_dims(x, -1) if vector else x
     gxm = np.expand_dims(gx, -1) if vector else gx
     r = bm - np.matmul(a, xm)
-    gb = np.matmul(_mT(pa), gxm)
+    gb = np.matmul(mT(pa), gxm)
     ga = None
     if needs[0]:
         ga = _pinv_like_solution_vjp(gxm, pa, a, xm, r)
-    if np.size(_value(residuals)) and not _is_zero(gres):
+    if np.size(numbers_of(residuals)) and not is_zero_cotangent(gres):
         weighted = 2.0 * r * np.expand_dims(gres, -2)
         gb = gb + weighted
         if needs[0]:
-            ga = ga - np.matmul(weighted, _mT(xm))
-    if needs[0] and not _is_zero(gs):
+            ga = ga - np.matmul(weighted, mT(xm))
+    if needs[0] and not is_zero_cotangent(gs):
         u, _, vh = np.linalg.svd(a, full_matrices=False)
         ga = ga + np.matmul(u * np.expand_dims(gs, -2), vh)
     if vector:
@@ -635,11 +546,11 @@ def _lstsq_vjp_all(needs, g, ans, a, b, rcond=None):
 
 def _pinv_like_solution_vjp(gx, pa, a, x, r):
     """Cotangent of A in x = pinv(A) b (residual r = b - A x), at constant rank."""
-    pat = _mT(pa)
-    t1 = -np.matmul(np.matmul(pat, gx), _mT(x))
-    t2 = np.matmul(r, _mT(np.matmul(np.matmul(pa, pat), gx)))
+    pat = mT(pa)
+    t1 = -np.matmul(np.matmul(pat, gx), mT(x))
+    t2 = np.matmul(r, mT(np.matmul(np.matmul(pa, pat), gx)))
     proj = gx - np.matmul(pa, np.matmul(a, gx))
-    t3 = np.matmul(np.matmul(pat, x), _mT(proj))
+    t3 = np.matmul(np.matmul(pat, x), mT(proj))
     return t1 + t2 + t3
 
 
@@ -659,6 +570,7 @@ register(
         "(||A x - b||^2, present at full column rank with M > N) and singular values are "
         "differentiable; rank is an integer constant",
         family="linalg",
+        structure=DENSE,
     ),
     np.linalg.lstsq,
 )
@@ -712,6 +624,7 @@ register(
         convention="repeated squaring of matmul; n < 0 through inv; n = 0 gives the "
         "identity with a zero gradient",
         family="linalg",
+        complex=True,
     )
 )
 register(
@@ -748,7 +661,7 @@ def scipy_forward(scipy_fn: Callable) -> tuple[Callable, Callable]:
 
     forward.__name__ = forward.__qualname__ = f"_{scipy_fn.__name__}"
     forward.__doc__ = f"``scipy.linalg.{scipy_fn.__name__}``, never overwriting its inputs."
-    return forward, _wrap_kwargs_dispatch(forward)
+    return forward, dispatching_nested(forward)
 
 
 # The qr vjp solves with it, so its forward lives here; its rule is in scipy_linalg.py.

@@ -25,14 +25,14 @@ from numpy.lib.array_utils import normalize_axis_tuple
 
 from funcdiff._core.registry import (
     FUNCTION_RULES,
-    Arg,
-    Case,
     Rule,
     dispatching,
     register,
 )
 from funcdiff.rules import linalg  # noqa: F401  (registers numpy.linalg.svd's rule, read below)
+from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.reductions import _TIES, _count, expand_reduced, normalize_axes
+from funcdiff.rules.structure import axis_argument, reduction
 
 
 # ---------------------------------------------------------------- norms
@@ -100,6 +100,33 @@ def _svnorm_vjp(g, ans, x, kind, axes, keepdims):
     return expand_reduced(g, ans, x, axes, keepdims) * d
 
 
+# Complex vjps (functions of conj(z)): the real formulas on conj(x), or conjugated.
+def _norm2_complex_vjp(g, ans, x, axis, keepdims):
+    return _norm2_vjp(g, ans, np.conjugate(x), axis, keepdims)
+
+
+def _pnorm_complex_vjp(g, ans, x, p, axis, keepdims):
+    # d|x|_p: conj(x_i) / |x_i| (|x_i| / |x|_p)^(p-1), in the ratio form of the real rule.
+    n = expand_reduced(ans, ans, x, axis, keepdims)
+    size = np.abs(x)
+    ok = (size != 0) & (n != 0)
+    ratio = np.where(ok, size, 1.0) / np.where(ok, n, 1.0)
+    phase = np.conjugate(x) / np.where(ok, size, 1.0)
+    ge = expand_reduced(g, ans, x, axis, keepdims)
+    return np.where(ok, ge * phase * ratio ** (float(p) - 1.0), 0.0)
+
+
+def _svnorm_complex_vjp(g, ans, x, kind, axes, keepdims):
+    # d s_i = Re(u_i^H dA v_i): torch's gradient u_i v_i^H, conjugated.
+    return np.conjugate(_svnorm_vjp(g, ans, x, kind, axes, keepdims))
+
+
+def _svnorm_axes(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
+    """The two axes of the matrices whose singular values ``svnorm`` reads."""
+    axes = args[2] if len(args) > 2 else (-2, -1)
+    return tuple(int(a) % ndim for a in axes)
+
+
 register(
     Rule(
         "norm2",
@@ -113,6 +140,9 @@ register(
         ),
         convention="gradient 0 at 0 (finite at every order)",
         family="reductions",
+        structure=reduction("nonlinear"),
+        complex=True,
+        complex_vjps={0: _norm2_complex_vjp},
     ),
     _norm2,
 )
@@ -125,6 +155,9 @@ register(
         cases=(Case((Arg((4,)), 3, 0, False)), Case((Arg((3, 4)), -1.5, 1, True))),
         convention="gradient 0 at 0 and at zero entries (finite at every order)",
         family="reductions",
+        structure=reduction("nonlinear", axis_argument(2)),
+        complex=True,
+        complex_vjps={0: _pnorm_complex_vjp},
     ),
     _pnorm,
 )
@@ -138,6 +171,8 @@ register(
         convention="piecewise constant: gradient 0 everywhere",
         uses_values=False,
         family="reductions",
+        structure=reduction("piecewise"),
+        complex=True,
     ),
     _norm0,
 )
@@ -157,6 +192,9 @@ register(
         convention="singular values below the numerical-rank tolerance get gradient 0; "
         "a repeated extreme singular value gets the gradient of LAPACK's singular pair",
         family="reductions",
+        structure=reduction("nonlinear", _svnorm_axes),
+        complex=True,
+        complex_vjps={0: _svnorm_complex_vjp},
     ),
     _svnorm,
 )
@@ -275,6 +313,7 @@ register(
         cases=_norm_cases(),
         convention=_NORM_CONVENTION,
         family="reductions",
+        complex=True,
     ),
     np.linalg.norm,
 )
@@ -320,6 +359,7 @@ for _name, _impl in (("vector_norm", _vector_norm_api), ("matrix_norm", _matrix_
                 ),
                 convention=_NORM_CONVENTION,
                 family="reductions",
+                complex=True,
             ),
             _api,
         )

@@ -31,8 +31,9 @@ from typing import Any, Literal
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules.cases import Arg, Case
 
 _FAMILY = "numerical"
 
@@ -228,4 +229,41 @@ register(
         family=_FAMILY,
     ),
     np.gradient,
+)
+
+
+# ---------------------------------------------------------------- unwrap
+def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    # unwrap adds multiples of the period, piecewise constant in p: its Jacobian is the
+    # identity. The multiples come from the values (a branch decision, traced as such),
+    # with NumPy's algorithm written in calls that have rules.
+    values = values_read(p)
+    period = float(_constant(period, "unwrap", "period"))
+    half = period / 2.0
+    discont = half if discont is None else max(float(_constant(discont, "unwrap", "discont")), half)
+    step = np.diff(values, axis=axis)
+    wrapped = np.mod(step + half, period) - half
+    wrapped = np.where((wrapped == -half) & (step > 0), half, wrapped)
+    correction = np.where(np.abs(step) < discont, 0.0, wrapped - step)
+    ndim = np.ndim(values)
+    first = tuple(slice(0, 1) if i == axis % ndim else slice(None) for i in range(ndim))
+    shift = np.concatenate([values[first] * 0.0, np.cumsum(correction, axis=axis)], axis=axis)
+    return p + shift
+
+
+register(
+    Rule(
+        "unwrap",
+        np.unwrap,
+        impl=_unwrap,
+        cases=(
+            Case((Arg((5,), 0.0, 12.0, kind="distinct"),)),
+            Case((Arg((3, 4), -6.0, 6.0, kind="distinct"),), {"axis": 0}),
+            Case((Arg((6,), 0.0, 7.0, kind="distinct"),), {"period": 4.0}),
+        ),
+        convention="the added multiples of the period are constants: the Jacobian is the "
+        "identity, away from the jumps of the decision",
+        family=_FAMILY,
+    ),
+    np.unwrap,
 )

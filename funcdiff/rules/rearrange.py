@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, register
+from funcdiff._core.registry import register
 from funcdiff._core.tensor import values_read
+from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.indexing import scatter
 from funcdiff.rules.shape import (
     _axes_tuple,
@@ -33,6 +34,7 @@ from funcdiff.rules.shape import (
     _layout_rule,
     _rule,
 )
+from funcdiff.rules.structure import axis_argument, reduction
 
 
 # ---------------------------------------------------------------- repeating
@@ -330,6 +332,27 @@ register(
         ),
     )
 )
+
+
+def _diagflat_vjp(g, ans, v, k=0):
+    # The k-th diagonal of the cotangent, back in the shape of v (flattened row-major).
+    return np.reshape(np.diagonal(g, int(k), -2, -1), _batch(g, ans) + np.shape(v))
+
+
+register(
+    _layout_rule(
+        "diagflat",
+        np.diagflat,
+        {0: _diagflat_vjp},
+        cases=(
+            Case((Arg((3,)),)),
+            Case((Arg((2, 2)),)),
+            Case((Arg((3,)), 1)),
+            Case((Arg((2, 3)),), {"k": -2}),
+            Case((Arg(()),)),
+        ),
+    )
+)
 _tri_cases = (
     Case((Arg((3, 3)),)),
     Case((Arg((3, 4)), 1)),
@@ -370,6 +393,7 @@ register(
             "the cotangent is permuted back by the stable argsort; tied elements each "
             "receive the cotangent of one of the tied positions"
         ),
+        structure=reduction("piecewise", axis_argument(1, default=-1), pattern="fibre"),
     )
 )
 
@@ -416,11 +440,12 @@ register(
         cases=(
             Case((Arg((5,)),)),
             Case((Arg((3, 4)), 2), {"axis": 0}),
-            Case((Arg((3, 4)),), {"prepend": Arg(()), "append": Arg((3, 2))}),
+            Case((Arg((3, 4)),), dict(prepend=Arg(()), append=Arg((3, 2)))),
             Case((Arg((3, 4)),), {"prepend": 0.5}),
             Case((Arg((1, 3)),), {"axis": -2}),
         ),
         impl=_diff,
+        complex=True,
     )
 )
 
@@ -444,6 +469,7 @@ register(
             Case((Arg((2, 3)),), {"to_begin": Arg(()), "to_end": Arg((2,))}),
         ),
         impl=_ediff1d,
+        complex=True,
     )
 )
 
@@ -475,6 +501,7 @@ if hasattr(np, "trapezoid"):
                 Case((Arg((3, 4)), Arg((3, 4))), {"axis": 0}),
             ),
             impl=_trapezoid,
+            complex=True,
         )
     )
 
@@ -516,5 +543,6 @@ for _shift_name, _shift_fn, _forward in (
             ),
             convention="real input; a roll by n//2 along each axis in axes (all by default)",
             impl=_fft_shift_impl(_forward),
+            complex=True,
         )
     )

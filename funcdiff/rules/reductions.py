@@ -28,13 +28,13 @@ import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
 from funcdiff._core.registry import (
-    Arg,
-    Case,
     Rule,
     batch_ndim,
     register,
 )
+from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.scans import _flip_last, _unsupported, shift_last
+from funcdiff.rules.structure import reduction
 
 __all__ = [
     "normalize_axes",
@@ -145,6 +145,8 @@ register(
         cases=reduction_cases() + (Case((Arg((2, 3)),), {"axis": 1, "initial": 2.0}),),
         uses_values=False,
         family="reductions",
+        structure=reduction("linear"),
+        complex=True,
     ),
     np.sum,
 )
@@ -156,6 +158,8 @@ register(
         cases=reduction_cases(),
         uses_values=False,
         family="reductions",
+        structure=reduction("linear"),
+        complex=True,
     ),
     np.mean,
 )
@@ -202,6 +206,8 @@ register(
         convention="exact with zeros at every order: the gradient is the product of the "
         "other entries (exclusive products), never ans / x",
         family="reductions",
+        structure=reduction("nonlinear"),
+        complex=True,
     ),
     np.prod,
 )
@@ -269,6 +275,7 @@ for _name, _func, _keys in (
             cases=_extremum_cases(),
             convention=_TIES + "; a NaN result sends it to the NaN entries",
             family="reductions",
+            structure=reduction("piecewise"),
         ),
         *_keys,
     )
@@ -369,8 +376,27 @@ def _moment_cases() -> tuple[Case, ...]:
     )
 
 
+def _conjugated(vjp):
+    """The complex vjp of a real-valued moment of ``a`` (``var``, ``std``): a function of
+    ``|a - mean|**2``, whose vjp is the real formula on ``conj(a)``."""
+
+    def complex_vjp(g, ans, a, *args, **kwargs):
+        return vjp(g, ans, np.conjugate(a), *args, **kwargs)
+
+    return complex_vjp
+
+
 register(
-    Rule("var", _var, vjps={0: _var_vjp}, cases=_moment_cases(), family="reductions"),
+    Rule(
+        "var",
+        _var,
+        vjps={0: _var_vjp},
+        complex_vjps={0: _conjugated(_var_vjp)},
+        complex=True,
+        cases=_moment_cases(),
+        family="reductions",
+        structure=reduction("nonlinear"),
+    ),
     np.var,
 )
 register(
@@ -378,10 +404,13 @@ register(
         "std",
         _std,
         vjps={0: _std_vjp},
+        complex_vjps={0: _conjugated(_std_vjp)},
+        complex=True,
         cases=_moment_cases(),
         convention="gradient 0 where the standard deviation is 0 (finite at every order); "
         "ddof >= n gives inf or NaN, as NumPy's value does",
         family="reductions",
+        structure=reduction("nonlinear"),
     ),
     np.std,
 )
@@ -444,6 +473,7 @@ for _name in ("nanmax", "nanmin"):
             cases=_nan_cases(distinct=True),
             convention=_NAN + "; " + _TIES,
             family="reductions",
+            structure=reduction("piecewise"),
         ),
         getattr(np, _name),
     )
@@ -501,12 +531,20 @@ register(
             Case((Arg(()),)),
         ),
         family="reductions",
+        complex=True,
     ),
     np.average,
 )
 
 
 # ---------------------------------------------------------------- trace
+def _trace_axes(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
+    """The two axes whose diagonal ``trace`` sums (its sparsity structure)."""
+    axis1 = kwargs.get("axis1", args[2] if len(args) > 2 else 0)
+    axis2 = kwargs.get("axis2", args[3] if len(args) > 3 else 1)
+    return (int(axis1) % ndim, int(axis2) % ndim)
+
+
 def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     _unsupported("trace", out=out)
     return np.trace(a, offset=offset, axis1=axis1, axis2=axis2, dtype=dtype)
@@ -539,6 +577,8 @@ register(
         ),
         uses_values=False,
         family="reductions",
+        structure=reduction("linear", _trace_axes),
+        complex=True,
     ),
     np.trace,
 )

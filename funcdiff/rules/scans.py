@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
+from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.indexing import index_add
+from funcdiff.rules.structure import SELECT, last_axis, reduction
 
 __all__ = ["shift_last", "linear_recurrence"]
 
@@ -34,23 +36,31 @@ _NOVALUE: Any = np._NoValue
 
 # ---------------------------------------------------------------- helpers
 def _unsupported(func: str, **options: Any) -> None:
-    """Refuse NumPy options whose gradient funcdiff does not implement, naming them."""
-    reasons = {
-        "out": "write the result to a new Tensor (y = f(x)) instead",
-        "where": "a mask changes which entries receive gradient; mask the input with "
-        "np.where before reducing",
-        "initial": "pass the initial value as an ordinary operand instead",
-        "mean": "let the function compute the mean itself",
-    }
+    """Refuse NumPy options whose gradient funcdiff does not implement, naming them.
+
+    ``where=True``, NumPy's default (every entry takes part), is accepted."""
     for name, value in options.items():
         if value is None or value is _NOVALUE:
             continue
-        if name == "where" and isinstance(value, (bool, np.bool_)) and value:
-            continue  # where=True is NumPy's default: every entry takes part
+        if name in _MASK_DEFAULT and isinstance(value, (bool, np.bool_)) and value:
+            continue
         raise TypeError(
             f"numpy.{func} on Tensors does not support the argument {name}= "
-            f"(got {type(value).__name__}): {reasons[name]}"
+            f"(got {type(value).__name__}): {_REASONS[name]}"
         )
+
+
+# Why each NumPy keyword is refused (written as keywords: ``where`` and ``mean`` are also
+# the names of rules, declared in their own modules).
+_REASONS = dict(
+    out="write the result to a new Tensor (y = f(x)) instead",
+    where="a mask changes which entries receive gradient; mask the input with "
+    "np.where before reducing",
+    initial="pass the initial value as an ordinary operand instead",
+    mean="let the function compute the mean itself",
+)
+#: The keywords whose value True is NumPy's default.
+_MASK_DEFAULT = dict(where=True)
 
 
 def _from_end(axis: Any, ndim: int) -> int:
@@ -147,6 +157,8 @@ register(
         ),
         uses_values=False,
         family="reductions",
+        structure=SELECT,
+        complex=True,
     ),
     shift_last,
 )
@@ -166,6 +178,8 @@ register(
             Case((Arg((4,), -1.5, 1.5), Arg((2, 4)))),
         ),
         family="reductions",
+        structure=Structure("fibre", "nonlinear", last_axis),
+        complex=True,
     ),
     linear_recurrence,
 )
@@ -225,6 +239,8 @@ register(
         cases=_cumulative_cases(),
         uses_values=False,
         family="reductions",
+        structure=reduction("linear", pattern="scan"),
+        complex=True,
     ),
     np.cumsum,
 )
@@ -236,6 +252,8 @@ register(
         cases=_cumulative_cases(-1.5, 1.5),
         convention="exact with zeros at every order (no division by the input)",
         family="reductions",
+        structure=reduction("nonlinear", pattern="scan"),
+        complex=True,
     ),
     np.cumprod,
 )
@@ -285,6 +303,26 @@ for _name, _func, _pad in (
                     Case((Arg((3, 4), -1.5, 1.5),), {"axis": -2}),
                 ),
                 family="reductions",
+                complex=True,
             ),
             getattr(np, _name),
         )
+
+
+# ---------------------------------------------------------------- nancumsum
+def _nancumsum(a, axis=None, dtype=None, out=None):
+    _unsupported("nancumsum", out=out)
+    return np.cumsum(np.where(np.isnan(a), 0.0, a), axis=axis, dtype=dtype)
+
+
+register(
+    Rule(
+        "nancumsum",
+        np.nancumsum,
+        impl=_nancumsum,
+        cases=_cumulative_cases(),
+        convention="NaN entries count as 0 and get gradient 0",
+        family="reductions",
+    ),
+    np.nancumsum,
+)

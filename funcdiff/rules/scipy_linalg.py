@@ -31,8 +31,8 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.lazy import scipy  # scipy.linalg is imported on first use
-from funcdiff._core.registry import Arg, Case, Rule, register
-from funcdiff.rules.contractions import _mT
+from funcdiff._core.registry import Rule, register
+from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.eigen import (
     _eigh_function,
     _eigh_gauge,
@@ -41,22 +41,26 @@ from funcdiff.rules.eigen import (
     _one_triangle,
 )
 from funcdiff.rules.linalg import (
-    _DEGENERATE,
     _DET_CONVENTION,
-    _SYM_NOTE,
-    _SYMMETRIC,
     _cholesky_core_vjp,
     _det_vjp,
     _inv_vjp,
-    _solution_outer,
-    _solve_many,
     _solve_triangular,
-    _sym,
-    _value,
-    _wrap_kwargs_dispatch,
     scipy_forward,
     solve_triangular,
 )
+from funcdiff.rules.linalg_common import (
+    DEGENERATE,
+    SYM_NOTE,
+    SYMMETRIC,
+    dispatching_nested,
+    mT,
+    numbers_of,
+    solution_outer,
+    solve_many,
+    symmetrize,
+)
+from funcdiff.rules.structure import DENSE
 
 
 def _tri_mask(n: int, lower: bool, k: int = 0) -> np.ndarray:
@@ -93,10 +97,10 @@ def _solve_triangular_vjp_all(
     def solver(aa, rhs):
         return solve_triangular(aa, rhs, trans=1 - t, lower=lower, unit_diagonal=unit_diagonal)
 
-    gb = _solve_many(solver, a, g, vector)
+    gb = solve_many(solver, a, g, vector)
     ga = None
     if needs[0]:
-        full = _solution_outer(gb, ans, vector) if t == 0 else _solution_outer(ans, gb, vector)
+        full = solution_outer(gb, ans, vector) if t == 0 else solution_outer(ans, gb, vector)
         n = np.shape(a)[-1]
         # Only the triangle that is read (without its diagonal if unit) has a gradient.
         ga = -(full * _tri_mask(n, lower, -1 if unit_diagonal else 0))
@@ -120,6 +124,7 @@ register(
         convention="the gradient of a lives on the triangle that is read (without the "
         "diagonal when unit_diagonal=True): the other entries are ignored by the solver",
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.solve_triangular,
     solve_triangular,
@@ -138,7 +143,7 @@ def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True
     if lower:
         ga = _cholesky_core_vjp(factor, gfactor)
     else:
-        ga = _cholesky_core_vjp(_mT(factor), _mT(gfactor))
+        ga = _cholesky_core_vjp(mT(factor), mT(gfactor))
     # SciPy leaves the other triangle of ``a`` in place: its cotangent passes through.
     return ga + gc * (1.0 - mask)
 
@@ -149,11 +154,12 @@ register(
         _cho_factor,
         vjps={0: _cho_factor_vjp},
         cases=(
-            Case((Arg((1, 1), kind="spd"),), note=_SYM_NOTE),
-            Case((Arg((1, 1), kind="spd"),), {"lower": True}, note=_SYM_NOTE),
+            Case((Arg((1, 1), kind="spd"),), note=SYM_NOTE),
+            Case((Arg((1, 1), kind="spd"),), {"lower": True}, note=SYM_NOTE),
         ),
-        convention=_SYMMETRIC + "; the triangle not read passes its cotangent through",
+        convention=SYMMETRIC + "; the triangle not read passes its cotangent through",
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.cho_factor,
     cho_factor,
@@ -165,17 +171,17 @@ _cho_solve, cho_solve = scipy_forward(scipy.linalg.cho_solve)
 
 def _cho_solve_vjp_all(needs, g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
     c, lower_flag = c_and_lower
-    lower = bool(np.asarray(_value(lower_flag)).ravel()[0])
+    lower = bool(np.asarray(numbers_of(lower_flag)).ravel()[0])
     vector = np.ndim(b) == 1
 
     def solver(cc, rhs):
         return cho_solve((cc, lower_flag), rhs)
 
-    gb = _solve_many(solver, c, g, vector)
+    gb = solve_many(solver, c, g, vector)
     gc = None
     if needs[0]:
-        outer = _solution_outer(gb, ans, vector)
-        s = -(outer + _mT(outer))
+        outer = solution_outer(gb, ans, vector)
+        s = -(outer + mT(outer))
         n = np.shape(c)[-1]
         mask = _tri_mask(n, lower)
         if lower:
@@ -198,6 +204,7 @@ register(
         ),
         convention="the factor is read from one triangle of c; the gradient lives there",
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.cho_solve,
     cho_solve,
@@ -220,7 +227,7 @@ def _expm_vjp(g, ans, a):
     # The adjoint of the Frechet derivative L(A, .) is L(A^T, .), read off the corner of
     # expm([[A^T, G], [0, A^T]]): expm again, so every order is available.
     n = np.shape(a)[-1]
-    return expm(_block_upper(_mT(a), g))[..., :n, n:]
+    return expm(_block_upper(mT(a), g))[..., :n, n:]
 
 
 register(
@@ -235,6 +242,7 @@ register(
         ),
         convention="the adjoint Frechet derivative through the block-matrix identity",
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.expm,
     expm,
@@ -272,7 +280,7 @@ def _project_structure(ga, n: int, assume_a, lower: bool):
     if assume_a in _GENERAL:
         return ga
     if assume_a in _SYMMETRIC_KINDS:
-        return _sym(ga)
+        return symmetrize(ga)
     if assume_a == "diagonal":
         return ga * np.eye(n)
     if assume_a == "tridiagonal":
@@ -309,10 +317,10 @@ def _scipy_solve_vjp_all(
             transposed=transposed if symmetric else not transposed,
         )
 
-    gb = _solve_many(solver, a, g, vector)
+    gb = solve_many(solver, a, g, vector)
     ga = None
     if needs[0]:
-        full = _solution_outer(ans, gb, vector) if transposed else _solution_outer(gb, ans, vector)
+        full = solution_outer(ans, gb, vector) if transposed else solution_outer(gb, ans, vector)
         ga = -_project_structure(full, np.shape(a)[-1], assume_a, lower)
     return [ga, gb if needs[1] else None]
 
@@ -330,11 +338,12 @@ register(
             Case((Arg((4, 4), kind="wellcond"), Arg((4, 2))), {"assume_a": "tridiagonal"}),
             Case((Arg((3, 3), kind="wellcond"), Arg((3,))), {"assume_a": "upper triangular"}),
             Case((Arg((3, 3), kind="wellcond"), Arg((3, 2))), {"assume_a": "lower triangular"}),
-            Case((Arg((1, 1), kind="spd"), Arg((1, 2))), {"assume_a": "pos"}, note=_SYM_NOTE),
+            Case((Arg((1, 1), kind="spd"), Arg((1, 2))), {"assume_a": "pos"}, note=SYM_NOTE),
         ),
         convention="assume_a: the gradient lives on the entries the solver reads "
-        "(diagonal, band, triangle); 'sym'/'her'/'pos' use the " + _SYMMETRIC,
+        "(diagonal, band, triangle); 'sym'/'her'/'pos' use the " + SYMMETRIC,
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.solve,
     scipy_solve,
@@ -361,6 +370,7 @@ register(
         ),
         convention="as scipy.linalg.solve for assume_a",
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.inv,
     scipy_inv,
@@ -376,6 +386,7 @@ register(
         cases=(Case((Arg((3, 3), kind="wellcond"),)), Case((Arg((2, 2, 2)),))),
         convention=_DET_CONVENTION,
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.det,
     scipy_det,
@@ -413,7 +424,7 @@ def _scipy_eigh(
     return scipy.linalg.eigh(a, lower=lower, eigvals_only=eigvals_only, check_finite=check_finite)
 
 
-scipy_eigh = _wrap_kwargs_dispatch(_scipy_eigh)
+scipy_eigh = dispatching_nested(_scipy_eigh)
 
 
 def _scipy_eigh_vjp(
@@ -450,23 +461,24 @@ register(
             Case((Arg((4, 4)),), {"lower": False, "eigvals_only": True}),
             Case(
                 (Arg((1, 1), kind="spd"),),
-                {"gradient": "symmetric"},
+                dict(gradient="symmetric"),
                 output=_eigh_gauge,
-                note=_SYM_NOTE,
+                note=SYM_NOTE,
             ),
             Case(
                 (Arg((1, 1), kind="spd"),),
-                {"gradient": "symmetric", "eigvals_only": True},
-                note=_SYM_NOTE,
+                dict(gradient="symmetric", eigvals_only=True),
+                note=SYM_NOTE,
             ),
         ),
         convention="gradient='triangle' (the default) is the gradient of the function SciPy "
         "computes: on the triangle that lower names (with the diagonal), zero on the other, "
         "so it matches finite differences along any direction; gradient='symmetric': "
-        + _SYMMETRIC
+        + SYMMETRIC
         + "; "
-        + _DEGENERATE,
+        + DEGENERATE,
         family="linalg",
+        structure=DENSE,
     ),
     scipy.linalg.eigh,
     scipy.linalg.eigvalsh,

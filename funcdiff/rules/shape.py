@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, register
+from funcdiff._core.registry import Rule, batch_ndim, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import SELECT
 
 _FAMILY = "shape"
 
@@ -89,8 +91,12 @@ def _rule(name, fn, vjps=None, cases=(), convention="", **kw) -> Rule:
 
 
 def _layout_rule(name, fn, vjps=None, cases=(), convention="", **kw) -> Rule:
-    """A rule whose vjps look at the arguments only for shapes and memory layout, so
-    in-place changes after the operation stay legal (nothing is version-checked)."""
+    """A selection: every output element is a copy of one input element or a constant,
+    at positions that depend on shapes only (``structure=SELECT``, complex-linear, so
+    complex values are accepted); its vjps look at the arguments only for shapes and
+    memory layout, so in-place changes after the operation stay legal (nothing is
+    version-checked). Keywords override these defaults."""
+    kw = {"structure": SELECT, "complex": True, **kw}
     return _rule(name, fn, vjps, cases, convention, uses_values=False, uses_layout=True, **kw)
 
 
@@ -157,6 +163,7 @@ register(
         ),
         impl=_ravel,
         convention="order 'A' and 'K' follow the memory layout of the Tensor's data",
+        complex=True,
     ),
     np.ravel,
 )
@@ -253,6 +260,7 @@ register(
         np.rollaxis,
         cases=(Case((Arg((2, 3, 4)), 2)), Case((Arg((2, 3, 4)), -1, 1)), Case((Arg((2, 3)), 0, 2))),
         impl=_rollaxis,
+        complex=True,
     )
 )
 register(
@@ -312,6 +320,7 @@ register(
         np.broadcast_arrays,
         cases=(Case((Arg((3, 1)), Arg((4,)))), Case((Arg(()), Arg((2, 3)), Arg((1, 3))))),
         impl=_broadcast_arrays,
+        complex=True,
     )
 )
 register(
@@ -373,6 +382,7 @@ for _nd, _fn in ((1, np.atleast_1d), (2, np.atleast_2d), (3, np.atleast_3d)):
                 Case((Arg(()), Arg((3,)), Arg((2, 2)))),
             ),
             impl=_atleast(_nd),
+            complex=True,
         )
     )
 
@@ -502,7 +512,7 @@ _stack_cases = (
     Case(([Arg((2, 3)), Arg((2, 1))],)),
     Case(([Arg(()), Arg((2,))],)),
 )
-register(_rule("hstack", np.hstack, cases=_stack_cases, impl=_hstack))
+register(_rule("hstack", np.hstack, cases=_stack_cases, impl=_hstack, complex=True))
 register(
     _rule(
         "vstack",
@@ -513,6 +523,7 @@ register(
             Case(([Arg(()), Arg(())],)),
         ),
         impl=_vstack,
+        complex=True,
     ),
     np.vstack,
     # np.row_stack: a deprecated alias, present in some NumPy versions
@@ -524,6 +535,7 @@ register(
         np.dstack,
         cases=(Case(([Arg((3,)), Arg((3,))],)), Case(([Arg((2, 3)), Arg((2, 3, 2))],))),
         impl=_dstack,
+        complex=True,
     )
 )
 register(
@@ -532,6 +544,7 @@ register(
         np.column_stack,
         cases=(Case(([Arg((3,)), Arg((3, 2))],)), Case(([Arg(()), Arg((1,))],))),
         impl=_column_stack,
+        complex=True,
     )
 )
 
@@ -612,6 +625,7 @@ register(
             Case((Arg((3,)), 1.5)),
         ),
         impl=_append,
+        complex=True,
     )
 )
 
@@ -655,6 +669,7 @@ register(
         ),
         impl=_delete,
         convention="a gather: deleted elements get zero gradient",
+        complex=True,
     )
 )
 register(
@@ -670,5 +685,58 @@ register(
         ),
         impl=_insert,
         convention="a gather: a value broadcast into several places sums their gradients",
+        complex=True,
+    )
+)
+
+
+# ---------------------------------------------------------------- block
+def _block_depth(arrays, where: str = "arrays") -> int:
+    """How deep the lists nest (NumPy's rules: lists only, all leaves at one depth)."""
+    if isinstance(arrays, tuple):
+        raise TypeError(f"{where} is a tuple. Only lists can be used to arrange blocks.")
+    if not isinstance(arrays, list):
+        return 0
+    if not arrays:
+        raise ValueError(f"List at {where} cannot be empty")
+    depths = {_block_depth(a, f"{where}[{i}]") for i, a in enumerate(arrays)}
+    if len(depths) != 1:
+        raise ValueError(f"List depths are mismatched at {where}")
+    return depths.pop() + 1
+
+
+def _block_leaves(arrays):
+    if isinstance(arrays, list):
+        for a in arrays:
+            yield from _block_leaves(a)
+    else:
+        yield arrays
+
+
+def _block(arrays):
+    depth = _block_depth(arrays)
+    ndim = max([depth] + [np.ndim(a) for a in _block_leaves(arrays)])
+
+    def assemble(item, level):
+        if level == depth:  # a leaf, with leading axes of length 1 up to ndim
+            return np.reshape(item, (1,) * (ndim - np.ndim(item)) + tuple(np.shape(item)))
+        parts = [assemble(a, level + 1) for a in item]
+        return np.concatenate(parts, axis=level - depth)
+
+    return assemble(arrays, 0)
+
+
+register(
+    _rule(
+        "block",
+        np.block,
+        # The test cases draw flat lists; nested ones are checked in tests/test_numpy_extras.py.
+        cases=(
+            Case(([Arg((2,)), Arg((3,))],)),
+            Case(([Arg((2, 2)), Arg((2, 1))],)),
+            Case(([Arg(()), Arg((2,))],)),
+        ),
+        impl=_block,
+        complex=True,
     )
 )

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core.lazy import scipy  # scipy.signal is imported on first use
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor
+from funcdiff.rules.cases import Arg, Case
 
 __all__ = ["full_convolve", "scipy_convolve", "scipy_correlate"]
 
@@ -97,6 +98,7 @@ register(
             Case((Arg((4, 3)), Arg((2, 5)), "fft")),
         ),
         family=_FAMILY,
+        structure=Structure("convolve", "bilinear"),
     ),
     full_convolve,
 )

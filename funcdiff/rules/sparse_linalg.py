@@ -41,7 +41,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Rule, batch_ndim, dispatching, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import DENSE, DENSE_LINEAR
 from funcdiff.rules.sparse_matmul import DeferredCases
 
 __all__ = ["lu_solve", "csr_solve", "factorize", "other_trans"]
@@ -128,6 +130,8 @@ register(
         cases=cast(tuple, DeferredCases(_lu_cases)),
         convention="constant factors; differentiable in b",
         family=_FAMILY,
+        # The inverse of a sparse matrix is generically dense.
+        structure=DENSE_LINEAR,
     ),
     lu_solve,
 )
@@ -246,6 +250,7 @@ register(
         ),
         convention="differentiable in the stored values and in b; duplicates add",
         family=_FAMILY,
+        structure=DENSE,
     ),
     csr_solve,
 )

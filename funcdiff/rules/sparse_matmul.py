@@ -46,7 +46,9 @@ from typing import Any, cast
 
 import numpy as np
 
-from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
+from funcdiff._core.registry import Rule, batch_ndim, dispatching, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import Structure
 from funcdiff._core.tensor import Tensor
 
 __all__ = [
@@ -154,6 +156,8 @@ register(
         cases=cast(tuple, DeferredCases(_cases)),
         convention="A is a constant; differentiable in x; A.T @ g backward",
         family="linalg",
+        # The constant matrix's nonzeros are the Jacobian's pattern.
+        structure=Structure("sparse_matmul", "linear"),
     ),
     sparse_matmul,
 )

@@ -27,9 +27,11 @@ import numpy as np
 import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
-from funcdiff.rules.elementwise import binary_cases, unary, unary_cases
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.elementwise import binary_cases, constant, unary, unary_cases
+from funcdiff.rules.structure import ELEMENTWISE
 
 SQRT_PI = float(np.sqrt(np.pi))
 SQRT_2PI = float(np.sqrt(2.0 * np.pi))
@@ -59,6 +61,7 @@ def _binary(
             convention=convention,
             family="special",
             diagonal=True,
+            structure=ELEMENTWISE,
             arg_names=tuple(arg_names),
         ),
         *(() if dispatcher is None else (dispatcher,)),
@@ -265,6 +268,7 @@ for _ufunc, _sign in ((sp.betainc, 1.0), (sp.betaincc, -1.0)):
             "raises",
             family="special",
             diagonal=True,
+            structure=ELEMENTWISE,
         ),
         _ufunc,
     )
@@ -289,8 +293,10 @@ _binary(
 )
 
 # ---------------------------------------------------------------- error functions
-_unary(sp.erf, lambda g, ans, x: g * TWO_OVER_SQRT_PI * np.exp(-x * x))
-_unary(sp.erfc, lambda g, ans, x: -g * TWO_OVER_SQRT_PI * np.exp(-x * x))
+# The sign of the gamma function: piecewise constant, its result never requires grad.
+constant(sp.gammasgn)
+_unary(sp.erf, lambda g, ans, x: g * TWO_OVER_SQRT_PI * np.exp(-x * x), complex=True)
+_unary(sp.erfc, lambda g, ans, x: -g * TWO_OVER_SQRT_PI * np.exp(-x * x), complex=True)
 _unary(
     sp.erfcx,
     lambda g, ans, x: g * (2.0 * x * ans - TWO_OVER_SQRT_PI),
@@ -483,6 +489,7 @@ register(
         cases=unary_cases(-3.0, 3.0)[:2],
         family="special",
         diagonal=True,
+        structure=ELEMENTWISE,
     ),
     np.i0,
 )

@@ -32,8 +32,9 @@ import scipy.special as sp
 
 from funcdiff._core.grad_mode import is_grad_enabled
 from funcdiff._core.lazy import scipy  # scipy.stats is imported on first use
-from funcdiff._core.registry import Arg, Case, Rule, register
+from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules.cases import Arg, Case
 
 LOG_PI = float(np.log(np.pi))
 LOG_2 = float(np.log(2.0))
@@ -534,8 +535,6 @@ def multivariate_normal_logpdf(
     its symmetric part ``(cov + cov.T) / 2``, so its gradient is symmetric.
     """
     public = "funcdiff.stats.multivariate_normal.logpdf"
-    if allow_singular:
-        raise NotImplementedError(f"{public}: allow_singular=True is not supported on Tensors")
     covd = _data(cov)
     if covd.ndim > 2:
         raise ValueError(f"{public}: cov must be a scalar, a vector or a matrix, got {covd.shape}")
@@ -560,23 +559,71 @@ def multivariate_normal_logpdf(
     if np.shape(x)[-1] != dim:
         raise ValueError(f"{public}: x has {np.shape(x)[-1]} components, expected {dim}")
     diff = x - mean
-    if covd.ndim < 2:
-        if np.any(~(covd > 0)):
-            raise ValueError(f"{public}: cov must be positive, got {covd}")
-        logdet = dim * np.log(cov) if covd.ndim == 0 else np.sum(np.log(cov))
+    rank, logdet, spectrum = _mvn_covariance(cov, covd, dim, allow_singular, public)
+    if spectrum is not None:  # allow_singular: the pseudo-inverse on the support
+        keep, values, vectors = spectrum
+        along = np.matmul(diff, vectors)
+        maha = np.sum(np.where(keep, along * along / np.where(keep, values, 1.0), 0.0), axis=-1)
+        off = np.sum(np.where(keep, 0.0, _data(along) ** 2), axis=-1)
+        # Outside the support (a component in the null space of cov) the density is 0.
+        outside = np.sqrt(off) > 1e-8 * max(1.0, float(np.max(np.abs(_data(values)))))
+        maha = np.where(outside, np.inf, maha)
+    elif covd.ndim < 2:
         maha = np.sum(diff * diff / cov, axis=-1)
     else:
         sym = (cov + np.swapaxes(cov, -1, -2)) / 2.0
-        try:
-            np.linalg.cholesky(_data(sym))
-        except np.linalg.LinAlgError:
-            raise ValueError(f"{public}: cov must be symmetric positive definite") from None
-        logdet = np.linalg.slogdet(sym)[1]
         flat = np.reshape(diff, (-1, dim))
         solved = np.linalg.solve(sym, np.swapaxes(flat, 0, 1))
         maha = np.reshape(np.sum(flat * np.swapaxes(solved, 0, 1), axis=-1), np.shape(diff)[:-1])
-    out = -0.5 * (dim * 2.0 * LOG_SQRT_2PI + logdet + maha)
+    out = -0.5 * (rank * 2.0 * LOG_SQRT_2PI + logdet + maha)
     return np.squeeze(out) if np.ndim(out) else out
+
+
+def _mvn_covariance(cov: Any, covd: Any, dim: int, allow_singular: bool, public: str) -> Any:
+    """``(rank, log (pseudo-)determinant, spectrum)`` of a multivariate normal's ``cov``.
+
+    ``spectrum`` is None for a nonsingular ``cov``; for a singular one, with
+    ``allow_singular``, it is ``(kept, eigenvalues, eigenvectors)`` of the symmetric part,
+    the eigenvalues above SciPy's threshold kept (a constant mask: the derivatives are
+    those along perturbations that keep the rank).
+    """
+    if covd.ndim < 2:
+        if np.any(~(covd > 0)):
+            raise ValueError(f"{public}: cov must be positive, got {covd}")
+        return dim, (dim * np.log(cov) if covd.ndim == 0 else np.sum(np.log(cov))), None
+    sym = (cov + np.swapaxes(cov, -1, -2)) / 2.0
+    try:
+        np.linalg.cholesky(_data(sym))
+        return dim, np.linalg.slogdet(sym)[1], None
+    except np.linalg.LinAlgError:
+        if not allow_singular:
+            raise ValueError(
+                f"{public}: cov must be symmetric positive definite (allow_singular=True "
+                "accepts a singular one)"
+            ) from None
+    values, vectors = np.linalg.eigh(sym)
+    found = _data(values)
+    eps = 1e6 * np.finfo(np.float64).eps * float(np.max(np.abs(found)))  # SciPy's threshold
+    if np.min(found) < -eps:
+        raise ValueError(f"{public}: cov must be symmetric positive semi-definite")
+    keep = found > eps
+    logdet = np.sum(np.where(keep, np.log(np.where(keep, values, 1.0)), 0.0))
+    return int(np.sum(keep)), logdet, (keep, values, vectors)
+
+
+def multivariate_normal_entropy(
+    mean: Any = None, cov: Any = 1, allow_singular: bool = False
+) -> Any:
+    """``scipy.stats.multivariate_normal.entropy`` from recorded NumPy calls:
+    ``(rank (1 + log 2 pi) + log pdet(cov)) / 2``; ``mean`` does not enter."""
+    public = "funcdiff.stats.multivariate_normal.entropy"
+    covd = _data(cov)
+    if covd.ndim > 2:
+        raise ValueError(f"{public}: cov must be a scalar, a vector or a matrix, got {covd.shape}")
+    meand = None if mean is None else _data(mean)
+    dim = covd.shape[0] if covd.ndim else (meand.size if meand is not None else 1)
+    rank, logdet, _ = _mvn_covariance(cov, covd, dim, allow_singular, public)
+    return 0.5 * (rank * (1.0 + 2.0 * LOG_SQRT_2PI) + logdet)
 
 
 def dirichlet_logpdf(x: Any, alpha: Any) -> Any:
@@ -610,16 +657,18 @@ def dirichlet_logpdf(x: Any, alpha: Any) -> Any:
 
 multivariate_normal_logpdf.public_name = "funcdiff.stats.multivariate_normal.logpdf"  # type: ignore[attr-defined]
 dirichlet_logpdf.public_name = "funcdiff.stats.dirichlet.logpdf"  # type: ignore[attr-defined]
+multivariate_normal_entropy.public_name = "funcdiff.stats.multivariate_normal.entropy"  # type: ignore[attr-defined]
 register(
     Rule(
         "scipy.stats.multivariate_normal.logpdf",
         scipy.stats.multivariate_normal.logpdf,
         impl=multivariate_normal_logpdf,
         cases=(
-            Case((Arg((4, 3)),), {"mean": Arg((3,)), "cov": Arg((3, 3), kind="spd")}),
-            Case((Arg((3,)),), {"mean": Arg((3,)), "cov": Arg((3,), 0.5, 2.0)}),
-            Case((Arg((5,)),), {"cov": Arg((), 0.5, 2.0)}),
-            Case((Arg((2, 2, 2)),), {"cov": Arg((2, 2), kind="spd")}),
+            Case((Arg((4, 3)),), dict(mean=Arg((3,)), cov=Arg((3, 3), kind="spd"))),
+            Case((Arg((3,)),), dict(mean=Arg((3,)), cov=Arg((3,), 0.5, 2.0))),
+            Case((Arg((5,)),), dict(cov=Arg((), 0.5, 2.0))),
+            Case((Arg((2, 2, 2)),), dict(cov=Arg((2, 2), kind="spd"))),
+            Case((Arg((2, 3)),), dict(cov=Arg((3, 3), kind="spd"), allow_singular=True)),
         ),
         convention="differentiable in x, mean and cov; cov is read through its symmetric "
         "part, so its gradient is symmetric",
@@ -640,4 +689,22 @@ register(
         family="stats",
     ),
     dirichlet_logpdf,
+)
+register(
+    Rule(
+        "scipy.stats.multivariate_normal.entropy",
+        scipy.stats.multivariate_normal.entropy,
+        impl=multivariate_normal_entropy,
+        cases=(
+            Case((), dict(cov=Arg((3, 3), kind="spd"))),
+            Case((), dict(cov=Arg((3,), 0.5, 2.0))),
+            Case((np.zeros(2),), dict(cov=Arg((), 0.5, 2.0))),
+            Case((), dict(cov=Arg((2, 2), kind="spd"), allow_singular=True)),
+        ),
+        nondiff_args=frozenset({0}),
+        convention="differentiable in cov (through its symmetric part); with "
+        "allow_singular=True and a singular cov, along perturbations that keep its rank",
+        family="stats",
+    ),
+    multivariate_normal_entropy,
 )

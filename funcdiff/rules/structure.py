@@ -1,6 +1,9 @@
-"""The structure of each rule's Jacobian and Hessian, declared once per operation.
+"""The vocabulary of Jacobian and Hessian structures that rules declare.
 
-Sparsity detection (:mod:`funcdiff.sparse`) reads two facts about every rule:
+Each rule declares its structure in its own entry, ``Rule(..., structure=...)``, or
+inherits its factory's (``unary`` and ``binary``: elementwise; ``_layout_rule``: a
+selection). Sparsity detection (:mod:`funcdiff.sparse`) reads two facts from it, and
+forward mode gathers the tangents of a selection instead of transposing its vjp:
 
 ``pattern``
     which input elements each output element depends on:
@@ -18,8 +21,7 @@ Sparsity detection (:mod:`funcdiff.sparse`) reads two facts about every rule:
     * ``"contract"``: a multilinear contraction (``matmul``, ``einsum``), exact with
       constant operands' zeros taken into account;
     * a name of a special pattern rule (``"where"``, ``"setitem"``, ``"index_add"``,
-      ``"bincount"``, ``"full_like"``, ``"convolve"``, ``"outer"``, ``"kron"``,
-      ``"sparse_matmul"``: a constant scipy.sparse matrix's nonzeros);
+      ``"bincount"``, ``"full_like"``, ``"convolve"``, ``"outer"``, ``"kron"``);
     * ``"dense"``: every output element may depend on every input element (matrix
       factorizations, solves, inverses: generically dense).
 
@@ -30,28 +32,47 @@ Sparsity detection (:mod:`funcdiff.sparse`) reads two facts about every rule:
     ``"quotient"`` (``x / y``: no ``x``-``x`` term), ``"nonlinear"`` (every pair of
     dependencies of an output element).
 
-A rule not listed here with ``diagonal=True`` is elementwise and nonlinear; any other
-differentiable rule must be listed (the tests enforce it), so that a new operation
-gets a deliberate decision and never a silently wrong pattern.
+Every differentiable rule that records a node must declare one (the tests enforce
+it), so that a new operation gets a deliberate decision and never a silently wrong
+pattern. A new kind is a name here and one propagation function in
+``funcdiff/sparse/_pattern_rules.py`` (its ``KINDS`` table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Structure", "STRUCTURE", "structure_of", "axis_argument", "install"]
+from funcdiff._core.registry import Structure, all_rules
 
+__all__ = [
+    "Structure",
+    "ELEMENTWISE",
+    "ELEMENTWISE_LINEAR",
+    "ELEMENTWISE_PIECEWISE",
+    "SELECT",
+    "CONTRACT",
+    "DENSE",
+    "DENSE_LINEAR",
+    "reduction",
+    "axis_argument",
+    "last_axis",
+    "structure_of",
+    "structure_table",
+]
 
-@dataclass(frozen=True)
-class Structure:
-    """The declared structure of one rule (see the module docstring)."""
-
-    pattern: str
-    curvature: str = "nonlinear"
-    # reduce / scan / fibre: the axes, from the call's arguments; None: the defaults.
-    axes: Callable[[tuple, dict, int], tuple[int, ...] | None] | None = None
+#: Elementwise and nonlinear: the structure of ``unary``/``binary`` rules.
+ELEMENTWISE = Structure("elementwise", "nonlinear")
+ELEMENTWISE_LINEAR = Structure("elementwise", "linear")
+ELEMENTWISE_PIECEWISE = Structure("elementwise", "piecewise")
+#: A selection: the structure of ``_layout_rule`` rules.
+SELECT = Structure("select", "linear")
+#: A multilinear contraction (``matmul``, ``einsum``).
+CONTRACT = Structure("contract", "bilinear")
+#: Every output element may depend on every input element (factorizations, solves).
+DENSE = Structure("dense", "nonlinear")
+#: Dense and linear (the FFTs).
+DENSE_LINEAR = Structure("dense", "linear")
 
 
 def axis_argument(position: int, name: str = "axis", default: Any = None) -> Callable:
@@ -69,114 +90,24 @@ def axis_argument(position: int, name: str = "axis", default: Any = None) -> Cal
     return axes
 
 
-def _last_axis(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
+def last_axis(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
+    """An ``axes`` reader for rules that work along the last axis."""
     return (ndim - 1,) if ndim else ()
 
 
-def _trace_axes(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
-    axis1 = kwargs.get("axis1", args[2] if len(args) > 2 else 0)
-    axis2 = kwargs.get("axis2", args[3] if len(args) > 3 else 1)
-    return (int(axis1) % ndim, int(axis2) % ndim)
-
-
-def _svnorm_axes(args: tuple, kwargs: dict, ndim: int) -> tuple[int, ...]:
-    axes = args[2] if len(args) > 2 else (-2, -1)
-    return tuple(int(a) % ndim for a in axes)
-
-
-_LINEAR = (
-    "add subtract negative positive conjugate real deg2rad rad2deg radians degrees nan_to_num ldexp"
-).split()
-_PIECEWISE = (
-    "absolute fabs maximum minimum fmax fmin copysign heaviside floor_divide remainder "
-    "fmod modf frexp"
-).split()
-
-_REDUCE_AXIS = axis_argument(1)
-_SELECT = (
-    "reshape transpose matrix_transpose swapaxes moveaxis squeeze expand_dims broadcast_to "
-    "copy concatenate stack unstack split array_split hsplit vsplit dsplit tile repeat flip "
-    "fliplr flipud rot90 roll pad diagonal diag tril triu astype getitem take "
-    "take_along_axis shift_last"
-).split()
-_CONTRACT = (
-    "matmul linalg.matmul vecdot linalg.vecdot matvec vecmat tensordot linalg.tensordot dot "
-    "inner vdot einsum"
-).split()
-_DENSE = (
-    "linalg.inv linalg.solve linalg.det linalg.slogdet linalg.cholesky linalg.svd "
-    "linalg.svdvals linalg.qr linalg.pinv linalg.lstsq linalg.eigh linalg.eigvalsh "
-    "linalg.eig linalg.eigvals "
-    "scipy.linalg.solve_triangular scipy.linalg.cho_factor scipy.linalg.cho_solve "
-    "scipy.linalg.expm scipy.linalg.solve scipy.linalg.inv scipy.linalg.det scipy.linalg.eigh"
-).split()
-_FFT = (
-    "fft.fft fft.ifft fft.rfft fft.irfft fft.hfft fft.ihfft fft.fftn fft.ifftn fft.fft2 "
-    "fft.ifft2 fft.rfftn fft.irfftn fft.rfft2 fft.irfft2"
-).split()
-
-#: Rule name -> declared structure, for every differentiable rule that is not plainly
-#: elementwise-nonlinear.
-STRUCTURE: dict[str, Structure] = {
-    **{name: Structure("elementwise", "linear") for name in _LINEAR},
-    **{name: Structure("elementwise", "piecewise") for name in _PIECEWISE},
-    "multiply": Structure("elementwise", "bilinear"),
-    "divide": Structure("elementwise", "quotient"),
-    "clip": Structure("elementwise", "piecewise"),
-    **{name: Structure("select", "linear") for name in _SELECT},
-    "sum": Structure("reduce", "linear", _REDUCE_AXIS),
-    "mean": Structure("reduce", "linear", _REDUCE_AXIS),
-    "trace": Structure("reduce", "linear", _trace_axes),
-    "max": Structure("reduce", "piecewise", _REDUCE_AXIS),
-    "min": Structure("reduce", "piecewise", _REDUCE_AXIS),
-    "nanmax": Structure("reduce", "piecewise", _REDUCE_AXIS),
-    "nanmin": Structure("reduce", "piecewise", _REDUCE_AXIS),
-    "prod": Structure("reduce", "nonlinear", _REDUCE_AXIS),
-    "var": Structure("reduce", "nonlinear", _REDUCE_AXIS),
-    "std": Structure("reduce", "nonlinear", _REDUCE_AXIS),
-    "norm2": Structure("reduce", "nonlinear", axis_argument(1)),
-    "pnorm": Structure("reduce", "nonlinear", axis_argument(2)),
-    "norm0": Structure("reduce", "piecewise", axis_argument(1)),
-    "svnorm": Structure("reduce", "nonlinear", _svnorm_axes),
-    "cumsum": Structure("scan", "linear", axis_argument(1)),
-    "cumprod": Structure("scan", "nonlinear", axis_argument(1)),
-    "sort": Structure("fibre", "piecewise", axis_argument(1, default=-1)),
-    "cross_last": Structure("fibre", "bilinear", _last_axis),
-    "linear_recurrence": Structure("fibre", "nonlinear", _last_axis),
-    **{name: Structure("contract", "bilinear") for name in _CONTRACT},
-    "outer": Structure("outer", "bilinear"),
-    "kron": Structure("kron", "bilinear"),
-    "full_convolve": Structure("convolve", "bilinear"),
-    "where": Structure("where", "linear"),
-    "setitem": Structure("setitem", "linear"),
-    "index_add": Structure("index_add", "linear"),
-    "bincount": Structure("bincount", "linear"),
-    "full_like": Structure("full_like", "linear"),
-    "sparse_matmul": Structure("sparse_matmul", "linear"),
-    # Sparse solves: the inverse of a sparse matrix is generically dense.
-    "lu_solve": Structure("dense", "linear"),
-    "csr_solve": Structure("dense", "nonlinear"),
-    **{name: Structure("dense", "nonlinear") for name in _DENSE},
-    **{name: Structure("dense", "linear") for name in _FFT},
-    # Zero derivatives on real values, elementwise ones on complex values.
-    "imag": Structure("dense", "linear"),
-    "angle": Structure("dense", "nonlinear"),
-}
-
-_ELEMENTWISE = Structure("elementwise", "nonlinear")
+def reduction(curvature: str, axes: Callable | None = None, pattern: str = "reduce") -> Structure:
+    """The structure of a reduction (or, with ``pattern``, a scan or fibre rule) over
+    the axes of its ``axis`` argument (the second positional one unless ``axes``)."""
+    return Structure(pattern, curvature, axis_argument(1) if axes is None else axes)
 
 
 def structure_of(rule: Any) -> Structure | None:
-    """The declared structure of ``rule``: its entry here, elementwise-nonlinear for a
-    diagonal rule, None for an undeclared one (which sparsity detection treats as dense)."""
-    found = STRUCTURE.get(rule.name)
-    if found is not None:
-        return found
-    return _ELEMENTWISE if rule.diagonal else None
+    """The declared structure of ``rule`` (None: undeclared, which sparsity detection
+    treats as dense)."""
+    return rule.structure
 
 
-def install(rules: Any) -> None:
-    """Give every rule its ``structure`` attribute (read by forward mode, whose
-    selections gather tangents, and by sparsity detection)."""
-    for rule in rules:
-        object.__setattr__(rule, "structure", structure_of(rule))
+def structure_table() -> dict[str, Structure]:
+    """Rule name -> declared structure, for every registered rule that declares one: a
+    view of the rules' own entries."""
+    return {r.name: r.structure for r in all_rules() if r.structure is not None}

@@ -26,7 +26,9 @@ import numpy as np
 import scipy.special as sp
 from scipy.special import _ufuncs
 
-from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
+from funcdiff._core.registry import Rule, dispatching, register
+from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.structure import ELEMENTWISE
 
 __all__ = ["zeta_derivative"]
 
@@ -117,6 +119,7 @@ register(
         convention="n is an integer order (a constant); x > 1 and q > 0",
         family="special",
         diagonal=True,
+        structure=ELEMENTWISE,
     ),
     zeta_derivative,
 )
@@ -133,6 +136,7 @@ register(
         convention="Hurwitz zeta(x, q) for x > 1 and q > 0; d/dx by Euler-Maclaurin summation",
         family="special",
         diagonal=True,
+        structure=ELEMENTWISE,
     ),
     _ufuncs._zeta,
 )
@@ -179,6 +183,7 @@ register(
         "(x >= -1/2) and the functional equation (x < -1/2)",
         family="special",
         diagonal=True,
+        structure=ELEMENTWISE,
     ),
     _ufuncs._riemann_zeta,
 )

@@ -571,12 +571,12 @@ CATALOGUE: tuple[Entry, ...] = (
         "funcdiff has no derivative rule for numpy.histogram",
     ),
     _e(
-        "unsup-median",
+        "unsup-nancumprod",
         G_UNSUP,
-        "np.median",
-        X3 + "np.median(x)",
+        "np.nancumprod",
+        X3 + "np.nancumprod(x)",
         TypeError,
-        "no derivative rule for numpy.median",
+        "no derivative rule for numpy.nancumprod",
     ),
     _e(
         "unsup-outer-method",
