@@ -555,10 +555,10 @@ CATALOGUE: tuple[Entry, ...] = (
     _e(
         "inplace-view",
         G_INPLACE,
-        "in-place change of a view while recording (a limitation)",
-        X3 + "v = x * 1.0\nv[1:] += 1.0",
+        "in-place change of a view of a leaf that requires grad",
+        X3 + "x[1:] += 1.0",
         RuntimeError,
-        "an in-place operation on a view of another tensor is not supported",
+        "a view of a leaf Variable that requires grad is being used in an in-place operation",
     ),
     # ------------------------------------------------------------------ unsupported
     _e(

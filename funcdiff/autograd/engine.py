@@ -551,7 +551,7 @@ def backward(
         if not inputs:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         targets = [t._gradient_edge() for t in inputs]
-    run_backward(
+    captured = run_backward(
         outputs,
         grads,
         targets=targets,
@@ -559,6 +559,14 @@ def backward(
         retain_graph=retain_graph,
         create_graph=create_graph,
     )
+    if inputs is not None:
+        # A non-leaf among ``inputs`` gets its gradient in ``.grad`` too (the pass
+        # accumulates only into leaves, and into non-leaves that retain_grad).
+        for t, target in zip(inputs, targets):  # type: ignore[arg-type]
+            if t.grad_fn is not None and not t._retains_grad:
+                g = captured.get(target)
+                if g is not None:
+                    _accumulate_into(t, g, create_graph)
 
 
 def grad(

@@ -19,7 +19,7 @@ import numpy as np
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import INPLACE, SEQUENCE, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
-from funcdiff._core.tensor import Tensor, wrap
+from funcdiff._core.tensor import Tensor, register_view, wrap
 from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 
 __all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
@@ -83,7 +83,7 @@ def _mark_view(t: Tensor, sources: Sequence[Tensor]) -> None:
     for s in sources:
         if np.may_share_memory(t.data, s.data):
             t._version_owner = s._version_owner if s._version_owner is not None else s
-            t._view_of = s._view_of if s._view_of is not None else s
+            register_view(t, s._view_of if s._view_of is not None else s)
             return
 
 
