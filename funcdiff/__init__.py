@@ -34,6 +34,7 @@ from funcdiff.autograd import (  # noqa: F401  (exported by *autograd.__all__ be
     grad,
     inference_mode,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
     once_differentiable,
     set_grad_enabled,

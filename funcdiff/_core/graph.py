@@ -26,6 +26,7 @@ __all__ = [
     "Edge",
     "FREED_GRAPH_MESSAGE",
     "INPLACE",
+    "AFTER_INPLACE",
     "SEQUENCE",
     "note_inplace_change",
     "version_of",
@@ -67,6 +68,12 @@ def note_inplace_change() -> None:
     INPLACE.count += 1
 
 
+#: ``after_write(tensor, None)`` of :mod:`funcdiff.ops.inplace`, installed by it: what a
+#: recorded in-place change of ``tensor`` does to the history of its views and base.
+#: The autograd layer (``ctx.mark_dirty``) calls it without importing the ops layer.
+AFTER_INPLACE: list = [None]
+
+
 #: Creation order of nodes. A node's inputs exist before it does, so every edge leads to
 #: a smaller number: visiting nodes by decreasing ``seq`` is a topological order.
 SEQUENCE = itertools.count()
@@ -96,6 +103,14 @@ class Node:
     #: (Tensor) cotangents and constant saved values, so that forward mode may transpose
     #: it without recording the saved values (true for rule nodes).
     transposes_on_constants = False
+
+    #: Whether forward mode, transposing the vjp, must refuse a cotangent that was not
+    #: recorded from the incoming one (a custom Function's backward may leave the Tensors).
+    transposes_strictly = False
+
+    #: Whether outputs that received no cotangent get zeros before :meth:`apply` (a
+    #: custom Function's ``ctx.set_materialize_grads(False)`` asks for None instead).
+    materializes_grads = True
 
     def __init__(self, edges: tuple, out_meta: tuple) -> None:
         self.seq = next(SEQUENCE)

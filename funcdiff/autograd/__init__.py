@@ -8,6 +8,7 @@ from funcdiff._core.grad_mode import (
     enable_grad,
     inference_mode,
     is_grad_enabled,
+    is_inference_mode_enabled,
     no_grad,
     set_grad_enabled,
 )
@@ -25,4 +26,5 @@ __all__ = [
     "set_grad_enabled",
     "inference_mode",
     "is_grad_enabled",
+    "is_inference_mode_enabled",
 ]

@@ -483,6 +483,8 @@ def _run_tensor_hooks(
 
 def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tuple) -> None:
     """Zeros for the outputs of a multi-output node that received no cotangent."""
+    if not node.materializes_grads:
+        return  # a custom Function that asked for None (set_materialize_grads(False))
     for i, g in enumerate(grads):
         if g is None:
             shape, dtype = node.out_meta[i]

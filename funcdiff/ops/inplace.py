@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.graph import note_inplace_change
+from funcdiff._core.graph import AFTER_INPLACE, note_inplace_change
 from funcdiff._core.registry import NAMED_RULES, UFUNC_RULES
 from funcdiff._core.tensor import Tensor, live_views, wrap
 from funcdiff.ops.dispatch import _missing_rule, _record, _scan, _ufunc_name, call
 from funcdiff.ops.nodes import _data_of
 
-__all__ = ["inplace_ufunc", "setitem", "view_index"]
+__all__ = ["inplace_ufunc", "setitem", "view_index", "after_write"]
 
 _state = grad_mode._state
 _tracing = grad_mode.TRACING
@@ -202,7 +202,7 @@ def _refresh_views(base: Tensor) -> None:
         _record(rule, (base, index), {}, [(0, None)], [base], view.data, [view])
 
 
-def _after_write(t: Tensor, result: Tensor | None) -> None:
+def after_write(t: Tensor, result: Tensor | None) -> None:
     """History after a recorded in-place change of ``t`` whose new value ``result``
     computed (None when ``t`` itself already holds it)."""
     base = t._view_of
@@ -237,7 +237,7 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
     result = call(rule, (old, other))
     np.copyto(t.data, result.data, casting="same_kind")
     _bump(t)
-    _after_write(t, result)
+    after_write(t, result)
     if tracer is not None:
         tracer.alias(t, result)
     return t
@@ -265,4 +265,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     replaced = wrap(t.data, False, None, 0)
     _record(rule, args, {}, paths, tensors, t.data, [replaced])
     _rebase(t, replaced)
-    _after_write(t, None)
+    after_write(t, None)
+
+
+AFTER_INPLACE[0] = after_write
