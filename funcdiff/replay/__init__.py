@@ -36,6 +36,7 @@ import numpy as np
 
 from funcdiff import functional
 from funcdiff._core import grad_mode
+from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._jacobian import basis_rows
 from funcdiff.autograd import enable_grad
@@ -146,6 +147,8 @@ class Replayed:
         self._cache.clear()
 
     def __call__(self, *args: Any) -> Any:
+        named = [(f"positional argument {i}", a) for i, a in enumerate(args)]
+        refuse_recorded_arguments("funcdiff.replay", named, self.f)
         self._stats["calls"] += 1
         positions, arrays, key = self._split(args)
         programs = self._cache.get(key)
@@ -338,6 +341,8 @@ class Replayed:
             if self.kind == "grad":
                 return grads
             return float(np.reshape(value, -1)[0]), grads
+        if self.kind == "hvp":  # the value of a scalar function: a float, as above
+            return float(np.reshape(result[0], -1)[0]), result[1]
         return result
 
 
@@ -488,9 +493,10 @@ array([[ 6.,  0.],
 hvp = _maker(
     "hvp",
     """A function ``(*args, v) -> (f(*args), H v)``: a Hessian-vector product, called with
-    the vector after ``f``'s arguments.""",
+    the vector after ``f``'s arguments; the value is a Python float, as
+    :func:`value_and_grad`'s.""",
     """>>> replay.hvp(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
-(array(9.), array([6., 0.]))""",
+(9.0, array([6., 0.]))""",
 )
 vjp = _maker(
     "vjp",

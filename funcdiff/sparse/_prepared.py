@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core import grad_mode
+from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd.engine import grad
 from funcdiff.autograd.forward import push_forward
@@ -174,6 +175,7 @@ class _Prepared:
             )
         if not isinstance(max_patterns, int) or max_patterns < 1:
             raise ValueError(f"max_patterns must be a positive integer, got {max_patterns!r}")
+        refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", tuple(args))], f)
         self.f = f
         self.replay = bool(replay)
         self._programs: dict[int, Program | None] = {}
@@ -232,6 +234,7 @@ class _Prepared:
         return self._entry.pattern.shape
 
     def _point(self, x: Any, args: tuple) -> tuple[np.ndarray, tuple]:
+        refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", args)])
         x = as_point(x)
         if x.shape != self.x_shape:
             raise ValueError(
