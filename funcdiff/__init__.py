@@ -30,6 +30,7 @@ from funcdiff.autograd import (  # noqa: F401  (exported by *autograd.__all__ be
     Function,
     FunctionCtx,
     backward,
+    checkpoint,
     enable_grad,
     grad,
     inference_mode,

@@ -258,3 +258,54 @@ def test_needs_input_grad_matches_torch() -> None:
 
     Probe.apply(leaf([1.0]), fd.tensor([2.0]), 3)
     assert Probe.needs == (True, False, False)
+
+
+# ----------------------------------------------------------------- anomaly detection
+def test_detect_anomaly_names_the_node_and_shows_the_forward_line() -> None:
+    from funcdiff.autograd import detect_anomaly, is_anomaly_enabled
+
+    x = leaf([0.0, 1.0])
+    with detect_anomaly():
+        assert is_anomaly_enabled()
+        y = np.sqrt(x) * 0.0  # sqrt'(0) = inf, times 0: NaN in SqrtBackward
+        with pytest.raises(RuntimeError) as info:
+            y.sum().backward()
+    assert not is_anomaly_enabled()
+    message = str(info.value)
+    assert "Function 'SqrtBackward' returned nan values in its 0th output." in message
+    assert "y = np.sqrt(x) * 0.0" in message  # the forward call's traceback
+    # Off by default: the same program gives NaN without an error, as in torch.
+    x = leaf([0.0, 1.0])
+    (np.sqrt(x) * 0.0).sum().backward()
+    assert np.isnan(x.grad.data[0]) and x.grad.data[1] == 0.0
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor([0.0, 1.0], requires_grad=True)
+    with pytest.warns(UserWarning), torch.autograd.detect_anomaly():
+        with pytest.raises(RuntimeError, match="returned nan values in its 0th output"):
+            (torch.sqrt(tx) * 0.0).sum().backward()
+
+
+def test_set_detect_anomaly_as_call_context_and_decorator() -> None:
+    from funcdiff.autograd import detect_anomaly, is_anomaly_enabled, set_detect_anomaly
+
+    set_detect_anomaly(True)
+    try:
+        assert is_anomaly_enabled()
+    finally:
+        set_detect_anomaly(False)
+    assert not is_anomaly_enabled()
+
+    @detect_anomaly()
+    def decorated():
+        return is_anomaly_enabled()
+
+    @set_detect_anomaly(True)
+    def also():
+        return is_anomaly_enabled()
+
+    assert not is_anomaly_enabled()
+    assert decorated() and also() and not is_anomaly_enabled()
+    with detect_anomaly(check_nan=False):  # on, without the NaN check
+        x = leaf([0.0])
+        (np.sqrt(x) * 0.0).sum().backward()
+    assert np.isnan(x.grad.data[0])

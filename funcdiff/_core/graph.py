@@ -27,6 +27,11 @@ __all__ = [
     "FREED_GRAPH_MESSAGE",
     "INPLACE",
     "AFTER_INPLACE",
+    "ANOMALY",
+    "WATCHERS",
+    "notify_created",
+    "note_creation",
+    "creation_stack",
     "SEQUENCE",
     "note_inplace_change",
     "version_of",
@@ -66,6 +71,44 @@ INPLACE = _InplaceCounter()
 def note_inplace_change() -> None:
     """Count one in-place change (call it with every ``_version_count`` bump)."""
     INPLACE.count += 1
+
+
+#: Anomaly detection (:mod:`funcdiff.autograd.anomaly_mode`): ``[enabled, check_nan]``.
+ANOMALY: list = [False, True]
+
+#: What runs on every node the recorder makes, while anything does: anomaly
+#: detection's stack capture, saved-tensor hooks. Empty, it costs the recorder one
+#: truth test per node.
+WATCHERS: list = []
+
+
+def notify_created(node: Node) -> None:
+    """Give a newly recorded ``node`` to every watcher."""
+    for watch in WATCHERS:
+        watch(node)
+
+
+#: Where each node was created, recorded while anomaly detection is on.
+_CREATION_STACKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_creation(node: Node) -> None:
+    """Remember the forward call stack that created ``node`` (anomaly detection)."""
+    import os
+    import traceback
+
+    package = os.path.dirname(os.path.dirname(__file__)) + os.sep
+    # The user's frames: funcdiff's own (dispatch, rules) say nothing about where.
+    stack = [f for f in traceback.extract_stack() if not f.filename.startswith(package)]
+    _CREATION_STACKS[node] = stack
+
+
+def creation_stack(node: Node) -> str | None:
+    """The formatted forward call stack that created ``node``, if it was recorded."""
+    import traceback
+
+    stack = _CREATION_STACKS.get(node)
+    return None if stack is None else "".join(traceback.format_list(stack))
 
 
 #: ``after_write(tensor, None)`` of :mod:`funcdiff.ops.inplace`, installed by it: what a
@@ -167,6 +210,10 @@ class Node:
     def describe_saved(self, label: Any) -> str:
         """Describe the saved value ``label`` for error messages."""
         return str(label)
+
+    def pack_saved(self, pack: Callable, unpack: Callable) -> None:
+        """Store the values saved for backward as ``pack(value)``, to be read back
+        through ``unpack`` (saved-tensor hooks); nodes that save nothing ignore it."""
 
     def add_pre_hook(self, output_nr: int, hook: Callable) -> None:
         if self.pre_hooks is None:

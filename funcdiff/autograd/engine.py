@@ -22,9 +22,11 @@ import numpy as np
 
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import (
+    ANOMALY,
     AccumulateGrad,
     Node,
     PartialCotangent,
+    creation_stack,
     fit_cotangent,
     note_inplace_change,
 )
@@ -246,11 +248,14 @@ def run_backward(
     retain_graph: bool,
     create_graph: bool,
     batch_shape: tuple[int, ...] = (),
+    stop_at_targets: bool = False,
 ) -> dict[tuple[Node, int], Any]:
     """Run one backward pass and return the cotangents captured at ``targets``.
 
     With ``accumulate=True`` the gradients reaching leaves go into their ``.grad``
-    (only the leaves among ``targets``, when targets are given).
+    (only the leaves among ``targets``, when targets are given). With
+    ``stop_at_targets`` the target nodes are captured but never run, so the pass stays
+    inside the part of the graph above them (checkpointing's recomputed segment).
     """
     buffers: dict[Node, list] = {}
     root_nodes: list[Node] = []
@@ -309,6 +314,7 @@ def run_backward(
     tracer = _state.tracer
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
+    check_nan = ANOMALY[0] and ANOMALY[1]
     node: Node | None = None  # the node to run next, when known without the heap
     grads: list = []
     try:
@@ -327,6 +333,9 @@ def run_backward(
             if capture and node in capture:
                 for nr in capture[node]:
                     captured[(node, nr)] = grads[nr]
+                if stop_at_targets:
+                    node = None
+                    continue
             if not edges:
                 if accumulate and type(node) is AccumulateGrad:
                     if targets is None or node in capture:
@@ -344,6 +353,8 @@ def run_backward(
             if sole_input and len(grads) == 1 and not create_graph:
                 # A link of a chain, the commonest node: one cotangent in, one out.
                 g = node.run_single(grads[0], retain_graph)
+                if check_nan:
+                    _check_nan(node, (g,))
                 child = edges[0][0]
                 meta = child.out_meta
                 # An input that already holds a cotangent, the usual reason to take the
@@ -365,6 +376,8 @@ def run_backward(
                 in_grads: Sequence[Any] = (g,)
             else:
                 in_grads = node.run(grads, create_graph, retain_graph)
+                if check_nan:
+                    _check_nan(node, in_grads)
             node = None
             for (child, nr), g in zip(edges, in_grads):
                 if g is not None:
@@ -425,6 +438,28 @@ def run_backward(
 
 
 _LAZY_TYPES = (PartialCotangent, BasisBatch)
+
+
+def _check_nan(node: Node, results: Sequence[Any]) -> None:
+    """Anomaly detection: refuse a node's cotangent that holds NaN, naming the node and
+    showing the forward call that created it."""
+    for i, g in enumerate(results):
+        if g is None or type(g) is BasisBatch:
+            continue
+        data = g.values if type(g) is PartialCotangent else getattr(g, "data", g)
+        if isinstance(g, np.ndarray):
+            data = g
+        if np.isnan(np.asarray(data)).any():
+            stack = creation_stack(node)
+            where = (
+                "\nTraceback of the forward call that created it:\n" + stack
+                if stack
+                else "\n(no forward traceback: the node was created before anomaly "
+                "detection was enabled)"
+            )
+            raise RuntimeError(
+                f"Function '{node.name()}' returned nan values in its {i}th output.{where}"
+            )
 
 
 def _materialize(node: Node, grads: list, capture: dict) -> None:

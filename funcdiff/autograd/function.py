@@ -24,9 +24,11 @@ from funcdiff._core.graph import (
     AFTER_INPLACE,
     FREED_GRAPH_MESSAGE,
     SEQUENCE,
+    WATCHERS,
     Node,
     describe_value,
     note_inplace_change,
+    notify_created,
     raise_modified,
     version_of,
 )
@@ -418,6 +420,8 @@ class Function:
             node.n_inputs = len(args)
             node.once = getattr(cls.backward, "_once_differentiable", False)
             ctx._node = node
+            if WATCHERS:
+                notify_created(node)
             for i, o in enumerate(tensors_out):
                 if o.data.dtype.kind == "f" and id(o) not in ctx._non_differentiable:
                     o._requires_grad = True

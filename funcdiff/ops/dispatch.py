@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.graph import INPLACE, SEQUENCE, version_of
+from funcdiff._core.graph import INPLACE, SEQUENCE, WATCHERS, notify_created, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 from funcdiff._core.tensor import Tensor, register_view, wrap
 from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
@@ -229,6 +229,8 @@ def _record(
     node.checks = tuple(checks)
     node.epoch = INPLACE.count
     node.modified = False
+    if WATCHERS:
+        notify_created(node)
     if multi:
         for i, o in enumerate(outputs):
             if o.data.dtype.kind in "fc":
@@ -485,6 +487,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     break
     node.checks = checks
     node.epoch = epoch
+    if WATCHERS:
+        notify_created(node)
     return wrap(out, True, node, 0)
 
 

@@ -399,3 +399,94 @@ def _arrays(args: tuple) -> tuple:
         a, b = args
         return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
     return tuple([a.data if type(a) is Tensor else a for a in args])
+
+
+# ---------------------------------------------------------------- saved-tensor hooks
+class _Packed:
+    """A saved value as a saved-tensor hook's ``pack`` returned it."""
+
+    __slots__ = ("packed", "unpack", "array")
+
+    def __init__(self, packed: Any, unpack: Any, array: bool) -> None:
+        self.packed = packed
+        self.unpack = unpack
+        self.array = array  # saved as an ndarray (an output), handed to the hooks as a Tensor
+
+    def value(self) -> Any:
+        out = self.unpack(self.packed)
+        return out.data if self.array and isinstance(out, Tensor) else out
+
+
+def _pack_value(value: Any, pack: Any, unpack: Any) -> Any:
+    if type(value) is Tensor:
+        return _Packed(pack(value), unpack, False)
+    if type(value) is np.ndarray:
+        return _Packed(pack(wrap(value, False, None, 0)), unpack, True)
+    return value
+
+
+def _unpack_value(value: Any) -> Any:
+    return value.value() if type(value) is _Packed else value
+
+
+def _unpack_tuple(values: Any) -> Any:
+    if type(values) is not tuple:
+        return _unpack_value(values)
+    return tuple([_unpack_value(v) for v in values])
+
+
+_ARGS_SLOT = _SavedNode.args  # the slots' own descriptors, under the properties below
+_ANS_SLOT = _SavedNode.ans
+
+
+class _PackedSaved:
+    """A node whose saved arguments and output went through saved-tensor hooks: they
+    are unpacked each time the node reads them."""
+
+    __slots__ = ()
+
+    @property
+    def args(self) -> Any:
+        return _unpack_tuple(_ARGS_SLOT.__get__(self))
+
+    @args.setter
+    def args(self, value: Any) -> None:
+        _ARGS_SLOT.__set__(self, value)
+
+    @property
+    def ans(self) -> Any:
+        return _unpack_tuple(_ANS_SLOT.__get__(self))
+
+    @ans.setter
+    def ans(self, value: Any) -> None:
+        _ANS_SLOT.__set__(self, value)
+
+
+class _PackedPositionalNode(_PackedSaved, PositionalNode):
+    __slots__ = ()
+
+
+class _PackedRuleNode(_PackedSaved, RuleNode):
+    __slots__ = ()
+
+
+def _pack_saved(self: _SavedNode, pack: Any, unpack: Any) -> None:
+    if type(self) is PositionalNode:
+        packed_type: type = _PackedPositionalNode
+    elif type(self) is RuleNode:
+        packed_type = _PackedRuleNode
+    else:
+        return
+    args, ans = self.args, self.ans
+    if args is not None:
+        args = tuple([_pack_value(a, pack, unpack) for a in args])
+    if type(ans) is tuple:
+        ans = tuple([_pack_value(a, pack, unpack) for a in ans])
+    else:
+        ans = _pack_value(ans, pack, unpack)
+    self.__class__ = packed_type
+    self.args = args
+    self.ans = ans
+
+
+_SavedNode.pack_saved = _pack_saved  # type: ignore[method-assign]
