@@ -309,3 +309,90 @@ def test_set_detect_anomaly_as_call_context_and_decorator() -> None:
         x = leaf([0.0])
         (np.sqrt(x) * 0.0).sum().backward()
     assert np.isnan(x.grad.data[0])
+
+
+# ----------------------------------------------------------------- parity items
+def test_next_functions_list_constant_operands_as_none() -> None:
+    from funcdiff.autograd.graph import Node
+
+    x = leaf([1.0, 2.0])
+    y = x * np.ones(2)
+    (first, nr), constant = y.grad_fn.next_functions
+    assert isinstance(first, Node) and type(first).__name__ == "AccumulateGrad"
+    assert (nr, constant) == (0, (None, 0))
+    assert len(np.sin(x).grad_fn.next_functions) == 1
+    w = np.where(x.detach() > 1.5, x, np.zeros(2))  # the condition is not an operand
+    assert [f is None for f, _ in w.grad_fn.next_functions] == [False, True]
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    expected = [f is None for f, _ in (tx * torch.ones(2)).grad_fn.next_functions]
+    assert [f is None for f, _ in y.grad_fn.next_functions] == expected
+
+
+def test_node_hooks_see_and_replace_gradients() -> None:
+    x = leaf([1.0, 2.0])
+    y = x * np.array([3.0, 4.0])
+    seen = []
+    y.grad_fn.register_prehook(lambda go: seen.append(go[0].data.copy()))
+    handle = y.grad_fn.register_hook(lambda gi, go: (gi[0] * 10.0, gi[1]))
+    np.sin(y).sum().backward()
+    np.testing.assert_allclose(seen[0], np.cos([3.0, 8.0]))
+    np.testing.assert_allclose(x.grad.data, 10.0 * np.cos([3.0, 8.0]) * [3.0, 4.0])
+    handle.remove()
+    x.grad = None
+    y = x * np.array([3.0, 4.0])
+    grad_inputs = []
+    y.grad_fn.register_hook(lambda gi, go: grad_inputs.append(gi))
+    y.sum().backward()
+    assert grad_inputs[0][1] is None  # the constant operand's slot
+    np.testing.assert_allclose(x.grad.data, [3.0, 4.0])
+
+
+def test_post_accumulate_grad_hook_and_output_nr() -> None:
+    w = leaf([1.0, -1.0])
+    steps = []
+
+    def sgd(t):  # an optimiser step as torch's docs write it
+        with fd.no_grad():
+            t -= 0.1 * t.grad
+        steps.append(t.grad.data.copy())
+
+    w.register_post_accumulate_grad_hook(sgd)
+    (w * w).sum().backward()
+    np.testing.assert_allclose(steps[0], [2.0, -2.0])
+    np.testing.assert_allclose(w.data, [0.8, -0.8])
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (w * 2.0).register_post_accumulate_grad_hook(sgd)
+    a, b = np.linalg.eigh(fd.tensor(np.diag([1.0, 2.0])) * w[0])
+    assert (a.output_nr, b.output_nr, w.output_nr) == (0, 1, 0)
+
+
+def test_in_place_update_of_an_ndarray_by_a_tensor() -> None:
+    w = np.ones(2)
+    w -= fd.tensor([0.5, 1.0])  # no gradient to lose: NumPy's semantics
+    assert type(w) is np.ndarray
+    np.testing.assert_allclose(w, [0.5, 0.0])
+    g = leaf([0.25, 0.25])
+    with pytest.raises(RuntimeError, match="lose its gradient"):
+        w -= g
+    np.testing.assert_allclose(w, [0.5, 0.0])  # unchanged
+    with fd.no_grad():
+        w -= g
+    np.testing.assert_allclose(w, [0.25, -0.25])
+
+
+def test_every_scipy_special_ufunc_is_reexported() -> None:
+    import scipy.special
+
+    from funcdiff import special
+    from funcdiff.special import gammaln
+
+    assert gammaln is scipy.special.gammaln
+    x = leaf([1.5, 2.5])
+    (g,) = fd.grad(gammaln(x).sum(), x)
+    np.testing.assert_allclose(g.data, scipy.special.digamma([1.5, 2.5]))
+    names = [n for n in dir(scipy.special) if isinstance(getattr(scipy.special, n), np.ufunc)]
+    assert all(getattr(special, n) is getattr(scipy.special, n) for n in names)
+    assert "erfcx" in dir(special)
+    with pytest.raises(AttributeError):
+        special.not_a_function  # noqa: B018

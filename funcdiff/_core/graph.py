@@ -170,8 +170,44 @@ class Node:
 
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
-        """The nodes that produced this node's inputs, as ``(node, output_index)``."""
-        return tuple(e if e is not None else (None, 0) for e in self.edges)
+        """The nodes that produced this node's inputs, as ``(node, output_index)``, one
+        per operand in argument order; a constant operand is ``(None, 0)``, as in torch.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import funcdiff as fd
+        >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> fns = (x * np.ones(2)).grad_fn.next_functions
+        >>> type(fns[0][0]).__name__, fns[1]
+        ('AccumulateGrad', (None, 0))
+        """
+        return tuple(self.edges[k] if k is not None else (None, 0) for k in self.input_slots())
+
+    def input_slots(self) -> tuple[int | None, ...]:
+        """For each operand, in argument order, the index of its edge, or None for a
+        constant (what :attr:`next_functions` and the node hooks are aligned to)."""
+        return tuple(range(len(self.edges)))
+
+    def register_prehook(self, hook: Callable) -> Any:
+        """Call ``hook(grad_outputs)`` before this node runs in backward; a tuple it
+        returns replaces the gradients of the node's outputs (torch's ``Node`` hook)."""
+        return self._add_node_hook("node_pre", hook)
+
+    def register_hook(self, hook: Callable) -> Any:
+        """Call ``hook(grad_inputs, grad_outputs)`` after this node ran in backward;
+        ``grad_inputs`` is aligned with :attr:`next_functions` (None for constants), and
+        a tuple it returns replaces it (torch's ``Node`` hook)."""
+        return self._add_node_hook("node_post", hook)
+
+    def _add_node_hook(self, kind: str, hook: Callable) -> Any:
+        if not callable(hook):
+            raise TypeError(f"a Node hook must be callable, got {type(hook).__name__}")
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        hooks = self.pre_hooks.setdefault(kind, [])  # type: ignore[call-overload]
+        hooks.append(hook)
+        return _NodeHookHandle(hooks, hook)
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
         """Map output cotangents to one cotangent per edge (None where there is none)."""
@@ -224,6 +260,20 @@ class Node:
         return f"<{self.name()} object at {id(self):#x}>"
 
 
+class _NodeHookHandle:
+    """Returned by a Node's ``register_hook``/``register_prehook``; ``remove()`` undoes it."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
 class AccumulateGrad(Node):
     """The sink of a leaf tensor: gradients arriving here belong to the leaf.
 
@@ -231,11 +281,13 @@ class AccumulateGrad(Node):
     graphs it took part in.
     """
 
-    __slots__ = ("_tensor_ref",)
+    __slots__ = ("_tensor_ref", "post_accumulate")
 
     def __init__(self, tensor: Tensor) -> None:
         super().__init__((), ((tensor.data.shape, tensor.data.dtype),))
         self._tensor_ref = weakref.ref(tensor)
+        # Tensor.register_post_accumulate_grad_hook's hooks, called after .grad is updated.
+        self.post_accumulate: list[Callable] | None = None
 
     @property
     def variable(self) -> Tensor | None:

@@ -192,6 +192,11 @@ class Tensor:
         return self.grad_fn is None
 
     @property
+    def output_nr(self) -> int:
+        """Which output of its ``grad_fn`` this tensor is (0 for leaves)."""
+        return self._output_nr
+
+    @property
     def retains_grad(self) -> bool:
         """True after ``retain_grad()`` on a non-leaf."""
         return self._retains_grad
@@ -320,6 +325,36 @@ class Tensor:
         node, nr = self._gradient_edge()
         node.add_pre_hook(nr, hook)
         return RemovableHandle(node.pre_hooks[nr], hook)
+
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
+        """Call ``hook(tensor)`` after backward accumulated into this leaf's ``.grad``.
+
+        Leaves that require grad only (an optimiser step per parameter, as in torch).
+        Returns a handle whose ``remove()`` unregisters the hook.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> w = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> seen = []
+        >>> h = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+        >>> (w * w).sum().backward()
+        >>> seen
+        [[2.0, 4.0]]
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        if not callable(hook):
+            raise TypeError(f"expected a callable hook, got {_type_name(hook)}")
+        node = self._gradient_edge()[0]
+        if node.post_accumulate is None:  # type: ignore[attr-defined]
+            node.post_accumulate = []  # type: ignore[attr-defined]
+        node.post_accumulate.append(hook)  # type: ignore[attr-defined]
+        return RemovableHandle(node.post_accumulate, hook)  # type: ignore[attr-defined]
 
     def _gradient_edge(self) -> tuple[Node, int]:
         """The (node, output index) whose incoming gradient is this tensor's gradient."""

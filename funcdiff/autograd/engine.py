@@ -328,8 +328,9 @@ def run_backward(
             if lazy and node in lazy:
                 lazy.discard(node)
                 _materialize(node, grads, capture)
+            post_hooks = None
             if node.pre_hooks or node.retained:
-                _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
+                post_hooks = _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
             if capture and node in capture:
                 for nr in capture[node]:
                     captured[(node, nr)] = grads[nr]
@@ -342,6 +343,9 @@ def run_backward(
                         t = node.variable
                         if t is not None:
                             _accumulate_into(t, grads[0], create_graph)
+                            if node.post_accumulate:  # type: ignore[attr-defined]
+                                for hook in list(node.post_accumulate):  # type: ignore[attr-defined]
+                                    hook(t)
                 node = None
                 continue
             if runnable is not None and node not in runnable:
@@ -350,7 +354,7 @@ def run_backward(
             if len(grads) > 1:
                 _fill_missing(node, grads, create_graph, batch_shape)
             sole_input = len(edges) == 1
-            if sole_input and len(grads) == 1 and not create_graph:
+            if sole_input and len(grads) == 1 and not create_graph and post_hooks is None:
                 # A link of a chain, the commonest node: one cotangent in, one out.
                 g = node.run_single(grads[0], retain_graph)
                 if check_nan:
@@ -378,6 +382,8 @@ def run_backward(
                 in_grads = node.run(grads, create_graph, retain_graph)
                 if check_nan:
                     _check_nan(node, in_grads)
+                if post_hooks is not None:
+                    in_grads = _run_node_post_hooks(node, post_hooks, in_grads, grads)
             node = None
             for (child, nr), g in zip(edges, in_grads):
                 if g is not None:
@@ -491,16 +497,57 @@ def _sum(a: Any, b: Any) -> Any:
     return a + b
 
 
+def _public(g: Any) -> Any:
+    """A cotangent as a hook sees it: a Tensor (None stays None)."""
+    if g is None or isinstance(g, Tensor):
+        return g
+    return wrap(np.asarray(g), False, None, 0)
+
+
+def _engine_form(g: Any, create_graph: bool) -> Any:
+    if isinstance(g, Tensor) and not create_graph:
+        return g.data
+    return g
+
+
+def _run_node_post_hooks(node: Node, hooks: list, in_grads: Sequence[Any], grads: list) -> list:
+    """A Node's ``register_hook`` hooks: ``hook(grad_inputs, grad_outputs)``, with
+    ``grad_inputs`` aligned with ``next_functions`` (None for constant operands)."""
+    slots = node.input_slots()
+    result = list(in_grads)
+    outs = tuple(_public(g) for g in grads)
+    for hook in list(hooks):
+        public = tuple(None if k is None else _public(result[k]) for k in slots)
+        replaced = hook(public, outs)
+        if replaced is not None:
+            replaced = tuple(replaced)
+            if len(replaced) != len(slots):
+                raise RuntimeError(
+                    f"hook returned {len(replaced)} gradients for {len(slots)} inputs"
+                )
+            for k, g in zip(slots, replaced):
+                if k is not None:
+                    result[k] = g
+    create_graph = any(isinstance(g, Tensor) and g._requires_grad for g in result)
+    return [None if g is None else _engine_form(g, create_graph) for g in result]
+
+
 def _run_tensor_hooks(
     node: Node, grads: list, accumulate: bool, create_graph: bool, batch_shape: tuple
-) -> None:
-    """Hooks registered on the node's output tensors, then ``retain_grad`` storage.
+) -> list | None:
+    """Hooks registered on the node's output tensors, then ``retain_grad`` storage,
+    then the node's own pre-hooks. Returns the node's post-hooks (None if none).
 
     A hook sees one gradient shaped like its tensor: under a batch of cotangents it
     runs once per batch entry (as torch's hooks do under vmap).
     """
+    post = None
     if node.pre_hooks:
         for nr, hooks in node.pre_hooks.items():
+            if type(nr) is str:
+                if nr == "node_post" and hooks:
+                    post = hooks
+                continue
             g = grads[nr]
             if g is None or not hooks:
                 continue
@@ -514,6 +561,17 @@ def _run_tensor_hooks(
             t = ref()
             if t is not None and grads[nr] is not None:
                 _accumulate_into(t, grads[nr], create_graph)
+    pre = node.pre_hooks.get("node_pre") if node.pre_hooks else None  # type: ignore[call-overload]
+    for hook in list(pre or ()):
+        replaced = hook(tuple(_public(g) for g in grads))
+        if replaced is not None:
+            replaced = tuple(replaced)
+            if len(replaced) != len(grads):
+                raise RuntimeError(
+                    f"prehook returned {len(replaced)} gradients for {len(grads)} outputs"
+                )
+            grads[:] = [None if g is None else _engine_form(g, create_graph) for g in replaced]
+    return post
 
 
 def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tuple) -> None:

@@ -31,6 +31,9 @@ __all__ = ["RuleNode", "PositionalNode"]
 #: copies, where a large gather would be slower).
 _GATHER_ELEMENTS = 1 << 16
 
+# A positional argument that is not an array operand (an axis, a shape): no slot.
+_NOT_OPERAND = object()
+
 # Shared, never mutated: rules receive **kwargs, which Python copies.
 _NO_KWARGS: dict[str, Any] = {}
 
@@ -55,6 +58,24 @@ class _SavedNode(Node):
 
     def saved_value(self, label: Any) -> Any:
         raise NotImplementedError
+
+    def _operand_slots(self, operands: Sequence[Any], keys: Sequence[Any]) -> tuple:
+        """Edge index per operand (None for a constant one), skipping the rule's
+        non-differentiable arguments (indices, conditions)."""
+        slots: list = []
+        edge = 0
+        nondiff = self.rule.nondiff_args
+        for i, a in enumerate(operands):
+            if i in nondiff:
+                continue
+            n = sum(1 for k in keys if k == i)
+            if n:
+                slots.extend(range(edge, edge + n))
+                edge += n
+            elif a is None or isinstance(a, (Tensor, np.ndarray, np.generic, int, float, complex)):
+                slots.append(None)
+        slots.extend(range(edge, len(self.edges)))  # keyword operands, in order
+        return tuple(slots)
 
     def check_saved(self) -> None:
         """Raise if a value this node's rule reads was modified in place since."""
@@ -216,6 +237,15 @@ class RuleNode(_SavedNode):
         self.ans = None
         self.checks = ()
 
+    def input_slots(self) -> tuple[int | None, ...]:
+        args = self.args
+        if args is None or any(sub is not None for _, sub in self.paths):
+            return super().input_slots()
+        keys = [key for key, _ in self.paths]
+        # Only array operands count as constants here (not axes, shapes or orders).
+        operands = [a if isinstance(a, (Tensor, np.ndarray)) else _NOT_OPERAND for a in args]
+        return self._operand_slots(operands, keys)
+
     def saved_value(self, label: Any) -> Any:
         """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
         key, sub = label
@@ -314,6 +344,10 @@ class PositionalNode(_SavedNode):
     def release(self) -> None:
         self.args = None
         self.ans = None
+
+    def input_slots(self) -> tuple[int | None, ...]:
+        needs = self.plan.needs
+        return self._operand_slots([None] * len(needs), [i for i, n in enumerate(needs) if n])
 
     def saved_value(self, label: Any) -> Any:
         return self.args[label]
