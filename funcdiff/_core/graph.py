@@ -159,7 +159,9 @@ class Node:
         self.seq = next(SEQUENCE)
         self.edges = edges
         self.out_meta = out_meta
-        self.pre_hooks: dict[int, list[Callable]] | None = None
+        # Hooks of the output tensors by output index; the node's own under "node_pre"
+        # and "node_post".
+        self.pre_hooks: dict[Any, list[Callable]] | None = None
         self.retained: dict[int, weakref.ref] | None = None
         # Set when one of the node's outputs is modified in place after it was made.
         self.modified = False
@@ -205,7 +207,7 @@ class Node:
             raise TypeError(f"a Node hook must be callable, got {type(hook).__name__}")
         if self.pre_hooks is None:
             self.pre_hooks = {}
-        hooks = self.pre_hooks.setdefault(kind, [])  # type: ignore[call-overload]
+        hooks = self.pre_hooks.setdefault(kind, [])
         hooks.append(hook)
         return _NodeHookHandle(hooks, hook)
 

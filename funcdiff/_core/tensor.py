@@ -120,6 +120,13 @@ class Tensor:
         "__weakref__",
     )
 
+    data: np.ndarray
+    _grad: Tensor | None
+    grad_fn: Node | None
+    _version_owner: Tensor | None
+    _accumulator: Node | None
+    _view_of: Tensor | None
+
     # NumPy defers to Tensor in mixed binary operations (ndarray + Tensor).
     __array_priority__ = 1000.0
 
@@ -324,6 +331,7 @@ class Tensor:
             tracer.refuse("register_hook")
         node, nr = self._gradient_edge()
         node.add_pre_hook(nr, hook)
+        assert node.pre_hooks is not None
         return RemovableHandle(node.pre_hooks[nr], hook)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
@@ -351,10 +359,11 @@ class Tensor:
         if not callable(hook):
             raise TypeError(f"expected a callable hook, got {_type_name(hook)}")
         node = self._gradient_edge()[0]
-        if node.post_accumulate is None:  # type: ignore[attr-defined]
-            node.post_accumulate = []  # type: ignore[attr-defined]
-        node.post_accumulate.append(hook)  # type: ignore[attr-defined]
-        return RemovableHandle(node.post_accumulate, hook)  # type: ignore[attr-defined]
+        assert isinstance(node, AccumulateGrad)
+        if node.post_accumulate is None:
+            node.post_accumulate = []
+        node.post_accumulate.append(hook)
+        return RemovableHandle(node.post_accumulate, hook)
 
     def _gradient_edge(self) -> tuple[Node, int]:
         """The (node, output index) whose incoming gradient is this tensor's gradient."""

@@ -36,7 +36,7 @@ def _boundary(outputs: Sequence[Tensor], start: int) -> list[tuple[Node, int]]:
     """The edges from the nodes ``fn`` recorded (created at or after ``start``) into the
     graph that existed before: its inputs, and the Tensors its closure used."""
     found: dict[tuple[Node, int], None] = {}
-    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
+    stack: list[Node] = [o.grad_fn for o in outputs if o.grad_fn is not None]
     for o in outputs:
         if o._requires_grad and (o.grad_fn is None or o.grad_fn.seq < start):
             found[o._gradient_edge()] = None  # an input returned as it is
@@ -59,7 +59,12 @@ def _boundary(outputs: Sequence[Tensor], start: int) -> list[tuple[Node, int]]:
 class CheckpointNode(Node):
     """The node of a checkpointed call: its backward recomputes the call."""
 
-    __slots__ = ("fn", "args", "kwargs", "versions", "structure")
+    __slots__ = ("fn", "args", "kwargs", "versions")
+
+    fn: Callable[..., Any] | None
+    args: tuple | None
+    kwargs: dict[str, Any] | None
+    versions: tuple[int, ...]
 
     def name(self) -> str:
         return "CheckpointBackward"
@@ -79,7 +84,7 @@ class CheckpointNode(Node):
                     "It was saved by CheckpointBackward."
                 )
         with grad_mode.enable_grad():
-            recomputed = self.fn(*self.args, **self.kwargs)
+            recomputed = self.fn(*(self.args or ()), **(self.kwargs or {}))
         outs = [t for t in _tensors_in(recomputed) if t.data.dtype.kind in "fc"]
         roots, root_grads = [], []
         for o, g, (shape, _) in zip(outs, grads, self.out_meta):

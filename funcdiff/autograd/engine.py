@@ -257,18 +257,19 @@ def run_backward(
     ``stop_at_targets`` the target nodes are captured but never run, so the pass stays
     inside the part of the graph above them (checkpointing's recomputed segment).
     """
+    node: Node | None
     buffers: dict[Node, list] = {}
     root_nodes: list[Node] = []
     lazy: set[Node] = set()  # nodes whose buffers may hold a partial or structured cotangent
     for t, g in zip(roots, root_grads):
-        node, nr = t._gradient_edge()
-        buf = buffers.get(node)
+        root, nr = t._gradient_edge()
+        buf = buffers.get(root)
         if buf is None:
-            buf = buffers[node] = [None] * len(node.out_meta)
-            root_nodes.append(node)
+            buf = buffers[root] = [None] * len(root.out_meta)
+            root_nodes.append(root)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
         if type(g) is BasisBatch:
-            lazy.add(node)
+            lazy.add(root)
 
     # Nodes run by decreasing creation number: every consumer of a node was made after
     # it, so all of a node's cotangents have arrived when its turn comes, with no pass
@@ -277,8 +278,8 @@ def run_backward(
     capture: dict[Node, list[int]] = {}
     runnable: set[Node] | None = None
     if targets is not None:
-        for node, nr in targets:
-            capture.setdefault(node, []).append(nr)
+        for target, nr in targets:
+            capture.setdefault(target, []).append(nr)
         # Every path ends at a leaf, so when every leaf reached is a target, every node
         # leads to one. Otherwise run only the nodes one of whose inputs leads to a target.
         seen = set(root_nodes)
@@ -315,7 +316,7 @@ def run_backward(
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
     check_nan = ANOMALY[0] and ANOMALY[1]
-    node: Node | None = None  # the node to run next, when known without the heap
+    node = None  # the node to run next, when known without the heap
     grads: list = []
     try:
         while True:
@@ -343,8 +344,8 @@ def run_backward(
                         t = node.variable
                         if t is not None:
                             _accumulate_into(t, grads[0], create_graph)
-                            if node.post_accumulate:  # type: ignore[attr-defined]
-                                for hook in list(node.post_accumulate):  # type: ignore[attr-defined]
+                            if node.post_accumulate:
+                                for hook in list(node.post_accumulate):
                                     hook(t)
                 node = None
                 continue
@@ -561,7 +562,7 @@ def _run_tensor_hooks(
             t = ref()
             if t is not None and grads[nr] is not None:
                 _accumulate_into(t, grads[nr], create_graph)
-    pre = node.pre_hooks.get("node_pre") if node.pre_hooks else None  # type: ignore[call-overload]
+    pre = node.pre_hooks.get("node_pre") if node.pre_hooks else None
     for hook in list(pre or ()):
         replaced = hook(tuple(_public(g) for g in grads))
         if replaced is not None:

@@ -117,6 +117,13 @@ class FunctionNode(Node):
 
     transposes_strictly = True
 
+    fn_cls: type[Function]
+    ctx: FunctionCtx
+    input_positions: tuple[int, ...]
+    n_inputs: int
+    once: bool
+    input_meta: tuple[tuple[tuple[int, ...], np.dtype], ...]
+
     def name(self) -> str:
         return f"{self.fn_cls.__name__}Backward"
 
@@ -147,7 +154,7 @@ class FunctionNode(Node):
         if batch is not None and not getattr(self.fn_cls, "batched_backward", False):
             # backward was written for one cotangent: run it once per batch entry.
             return self._apply_looped(grads, create_graph, batch)
-        cotangents = []
+        cotangents: list[Any] = []
         for (shape, dtype), g in zip(self.out_meta, grads):
             if g is None:
                 if not ctx.materialize_grads:

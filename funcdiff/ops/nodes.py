@@ -47,6 +47,12 @@ class _SavedNode(Node):
 
     __slots__ = ("rule", "args", "ans", "checks", "epoch")
 
+    rule: Any
+    args: Any
+    ans: Any
+    checks: tuple
+    epoch: int
+
     # Rules are written with NumPy calls, which a BasisBatch answers (densely if need be).
     accepts_structured = True
     # The vjps run on constant saved values unless create_graph: transposing them
@@ -127,6 +133,11 @@ class RuleNode(_SavedNode):
     """A node that differentiates through a registered :class:`Rule`."""
 
     __slots__ = ("kwargs", "paths", "multi", "nested", "zero_output", "sources")
+
+    kwargs: Any
+    paths: tuple
+    multi: bool
+    nested: bool
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
         out = super().tangent(tangents, create_graph, batched)  # the rule's tangent maps
@@ -341,6 +352,8 @@ class PositionalNode(_SavedNode):
 
     __slots__ = ("plan",)
 
+    plan: Any
+
     def release(self) -> None:
         self.args = None
         self.ans = None
@@ -469,8 +482,8 @@ def _unpack_tuple(values: Any) -> Any:
     return tuple([_unpack_value(v) for v in values])
 
 
-_ARGS_SLOT = _SavedNode.args  # the slots' own descriptors, under the properties below
-_ANS_SLOT = _SavedNode.ans
+_ARGS_SLOT: Any = _SavedNode.__dict__["args"]  # the slots' own descriptors, under the
+_ANS_SLOT: Any = _SavedNode.__dict__["ans"]  # properties below
 
 
 class _PackedSaved:
@@ -523,4 +536,4 @@ def _pack_saved(self: _SavedNode, pack: Any, unpack: Any) -> None:
     self.ans = ans
 
 
-_SavedNode.pack_saved = _pack_saved  # type: ignore[method-assign]
+_SavedNode.pack_saved = _pack_saved  # type: ignore[method-assign,assignment]
