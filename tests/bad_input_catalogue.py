@@ -1127,10 +1127,10 @@ CATALOGUE: tuple[Entry, ...] = (
     _e(
         "out-ndarray-target",
         G_ENGINE,
-        "a ufunc writing a Tensor result into an ndarray",
+        "a ufunc writing a Tensor that requires grad into an ndarray",
         X3 + "np.sin(x, out=np.zeros(3))",
-        TypeError,
-        "out= must be a single Tensor when a ufunc is applied to Tensors",
+        RuntimeError,
+        "numpy.sin would write a Tensor that requires grad into a plain ndarray",
     ),
     _e(
         "function-grad-count",
