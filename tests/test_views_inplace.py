@@ -214,3 +214,19 @@ def test_view_index_of_strided_layouts() -> None:
     base = np.arange(24.0).reshape(2, 3, 4)
     for view in (base[1], base[:, ::2, 1:3], base[..., ::-1], base.transpose(2, 0, 1), base[0].T):
         np.testing.assert_array_equal(base[view_index(base, view)], view)
+
+
+def test_real_part_view_follows_its_complex_base() -> None:
+    x = fd.tensor(np.array([1 + 2j, 3 - 1j]), requires_grad=True)
+    z = x * 1.0
+    r = np.real(z)  # a view of z's real parts
+    z *= 2
+    np.testing.assert_allclose(r.data, [2.0, 6.0])
+    (g,) = fd.grad((r * r).sum(), x)
+    np.testing.assert_allclose(g.data, [8.0, 24.0])  # d/dRe (2 Re x)^2
+    torch = pytest.importorskip("torch")
+    tx = torch.tensor(np.array([1 + 2j, 3 - 1j]), requires_grad=True)
+    tz = tx * 1.0
+    tr = tz.real
+    tz *= 2
+    np.testing.assert_allclose(g.data, torch.autograd.grad((tr * tr).sum(), tx)[0].numpy())

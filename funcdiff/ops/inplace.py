@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.graph import AFTER_INPLACE, note_inplace_change
+from funcdiff._core.graph import AFTER_INPLACE, Node, note_inplace_change
 from funcdiff._core.registry import NAMED_RULES, UFUNC_RULES
 from funcdiff._core.tensor import Tensor, live_views, wrap
 from funcdiff.ops.dispatch import _missing_rule, _record, _scan, _ufunc_name, call
@@ -186,6 +186,35 @@ def _write_to_base(view: Tensor, result: Tensor) -> None:
     _rebase(base, replaced)
 
 
+def _part_of(base: Tensor, view: np.ndarray) -> Tensor | None:
+    """``np.real(base)`` or ``np.imag(base)``, recorded, for a view of the real or
+    imaginary parts of a complex base; None for any other view of another item size."""
+    if base.data.dtype.kind != "c" or view.dtype.itemsize * 2 != base.data.dtype.itemsize:
+        return None
+    for part in (np.real, np.imag):
+        candidate = part(base.data)
+        try:
+            view_index(candidate, view)
+        except RuntimeError:
+            continue
+        return part(base)  # type: ignore[return-value]  (a Tensor: NumPy dispatches to it)
+    return None
+
+
+class _StaleView(Node):
+    """The history of a view that could not be re-derived after its base changed in
+    place: backward through it raises instead of using the old values."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            "inplace operation: a view of a tensor that was modified in place afterwards "
+            "was used; take the view again after the in-place change"
+        )
+
+
 def _refresh_views(base: Tensor) -> None:
     """Re-derive every live view of ``base`` from its (new) history, as torch does."""
     views = live_views(base)
@@ -196,10 +225,18 @@ def _refresh_views(base: Tensor) -> None:
         if not base._requires_grad:
             view._requires_grad, view.grad_fn, view._output_nr = False, None, 0
             continue
-        index = view_index(base.data, view.data)
         view.grad_fn = None
         view._output_nr = 0
-        _record(rule, (base, index), {}, [(0, None)], [base], view.data, [view])
+        source = base
+        if view.data.dtype.itemsize != base.data.dtype.itemsize:
+            part = _part_of(base, view.data)
+            if part is None:
+                stale = _StaleView((base._gradient_edge(),), ((view.data.shape, view.data.dtype),))
+                view._requires_grad, view.grad_fn = True, stale
+                continue
+            source = part
+        index = view_index(source.data, view.data)
+        _record(rule, (source, index), {}, [(0, None)], [source], view.data, [view])
 
 
 def after_write(t: Tensor, result: Tensor | None) -> None:
