@@ -197,7 +197,8 @@ def _part_of(base: Tensor, view: np.ndarray) -> Tensor | None:
             view_index(candidate, view)
         except RuntimeError:
             continue
-        return part(base)  # type: ignore[return-value]  (a Tensor: NumPy dispatches to it)
+        # A Tensor: NumPy dispatches np.real / np.imag to it.
+        return part(base)  # type: ignore[return-value]
     return None
 
 
