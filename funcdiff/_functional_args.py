@@ -17,7 +17,7 @@ tensor(1.)
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -268,12 +268,12 @@ def fill_in_zeros(
     }
     if stage not in none_messages:
         raise RuntimeError(f"Invalid stage argument '{stage}' to _fill_in_zeros")
-    result = []
+    result: list[Tensor] = []
     for i, (g, ref) in enumerate(zip(grads, refs, strict=True)):
         if g is None:
             if strict:
                 raise RuntimeError(none_messages[stage].format(i=i))
-            g = np.zeros_like(ref)
+            g = cast(Tensor, np.zeros_like(ref))
         elif strict and create_graph and not g.requires_grad:
             what = "hessian" if "double" in stage else "jacobian"
             raise RuntimeError(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -198,12 +198,12 @@ def pullback_rows(
 
     blocks: list[list[Tensor | None]] = []
     for i in range(len(roots)):
-        row = []
+        row: list[Tensor | None] = []
         for j, w in enumerate(wrt):
             if not nonzero[i][j]:
                 row.append(None)
                 continue
-            parts = [
+            parts: list[Any] = [  # row gradients (Tensors), zeros where there were none
                 p if p is not None else np.zeros((n, *w.shape) if batched else w.shape, w.dtype)
                 for n, p in pieces[i][j]
             ]
@@ -238,10 +238,11 @@ def _passes(
     total = offsets[-1]
     for start in range(0, total, step):
         stop = min(start + step, total)
-        used, cots = [], []
+        used: list[Tensor] = []
+        cots: list[Any] = []
         for i, root in enumerate(roots):
             lo, hi = max(start, offsets[i]), min(stop, offsets[i + 1])
-            if lo >= hi or not live[i]:
+            if lo >= hi or not live[i] or root is None:  # (a None root is never live)
                 continue
             used.append(root)
             whole = start <= offsets[i] and offsets[i + 1] <= stop
@@ -287,7 +288,7 @@ def push_tangents(
     does not depend on the inputs.
     """
     if v is None:
-        v = tuple(np.ones_like(t) for t in inputs)
+        v = tuple(cast(Tensor, np.ones_like(t)) for t in inputs)
     seeds = {}
     for inp, t in zip(inputs, v, strict=True):
         seeds[inp._gradient_edge()] = t if create_graph else t.data
@@ -306,7 +307,7 @@ def push_tangents(
 # --------------------------------------------------------------------------- whole Jacobians
 def _zeros(ref: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Zeros of ``shape`` with the dtype of ``ref``, as a constant Tensor."""
-    return np.zeros_like(ref, shape=shape)
+    return cast(Tensor, np.zeros_like(ref, shape=shape))
 
 
 #: Rows per batched backward pass of the default (``vectorize=False``) Jacobian: each
@@ -523,7 +524,7 @@ def vjp(
     >>> vjp([x * x], [x], [np.array([1.0, 10.0])])
     [array([ 2., 40.])]
     """
-    lead = (np.shape(cotangents[0])[0],) if batched and cotangents else ()
+    lead: tuple[int, ...] = (np.shape(cotangents[0])[0],) if batched and cotangents else ()
     live = [
         (o, u)
         for o, u in zip(outs, cotangents, strict=True)

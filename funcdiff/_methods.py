@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from types import FunctionType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import scipy.special
@@ -91,10 +91,10 @@ def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
     """``self op other`` and ``other op self`` through the ufunc's rule."""
     if unary:
 
-        def op(self: Tensor) -> Tensor:
+        def unary_op(self: Tensor) -> Tensor:
             return call_positional(UFUNC_RULES[ufunc], (self,))
 
-        return op, op
+        return unary_op, unary_op
 
     def op(self: Tensor, other: Any) -> Tensor:
         return call_positional(UFUNC_RULES[ufunc], (self, other))
@@ -109,10 +109,10 @@ def _by_ufunc(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
     """``self op other`` and ``other op self`` through ``call_ufunc``."""
     if unary:
 
-        def op(self: Tensor) -> Tensor:
+        def unary_op(self: Tensor) -> Tensor:
             return call_ufunc(ufunc, self)
 
-        return op, op
+        return unary_op, unary_op
 
     def op(self: Tensor, other: Any) -> Tensor:
         return call_ufunc(ufunc, self, other)
@@ -136,19 +136,19 @@ def _ufunc_method(name: str, ufunc: np.ufunc) -> Callable:
     qualified = qualified or f"numpy.{ufunc.__name__}"
     if ufunc.nin == 1:
 
-        def method(self: Tensor) -> Tensor:
+        def unary_method(self: Tensor) -> Tensor:
             rule = UFUNC_RULES.get(ufunc)
             return call_positional(rule, (self,)) if rule else call_ufunc(ufunc, self)
 
-        method.__doc__ = f"Elementwise ``{qualified}`` of this tensor (``x.{name}()``)."
-    else:
+        unary_method.__doc__ = f"Elementwise ``{qualified}`` of this tensor (``x.{name}()``)."
+        return unary_method
 
-        def method(self: Tensor, other: Any) -> Tensor:
-            rule = UFUNC_RULES.get(ufunc)
-            args = (self, other)
-            return call_positional(rule, args) if rule else call_ufunc(ufunc, *args)
+    def method(self: Tensor, other: Any) -> Tensor:
+        rule = UFUNC_RULES.get(ufunc)
+        args = (self, other)
+        return call_positional(rule, args) if rule else call_ufunc(ufunc, *args)
 
-        method.__doc__ = f"Elementwise ``{qualified}(x, other)`` (``x.{name}(other)``)."
+    method.__doc__ = f"Elementwise ``{qualified}(x, other)`` (``x.{name}(other)``)."
     return method
 
 
@@ -169,7 +169,14 @@ def _operators() -> dict[str, Callable]:
     return methods
 
 
-class _Methods:
+if TYPE_CHECKING:
+    # The methods are Tensor's: type-check them as such.
+    _MethodsBase = Tensor
+else:
+    _MethodsBase = object
+
+
+class _Methods(_MethodsBase):
     """The Tensor methods that are more than one table row (installed on Tensor)."""
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
@@ -204,7 +211,7 @@ class _Methods:
         >>> fd.tensor([-2.0, 0.5, 3.0]).clamp(-1.0, 1.0)
         tensor([-1. ,  0.5,  1. ])
         """
-        return np.clip(self, min, max)
+        return cast(Tensor, np.clip(self, min, max))
 
     def zero_(self) -> Tensor:
         """Fill with zeros in place and return this tensor (torch's ``zero_``).

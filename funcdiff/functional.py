@@ -35,7 +35,7 @@ tensor([[2., 0.],
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -244,7 +244,8 @@ def jvp(
             # of a kept graph. The value of the dummy cotangents is irrelevant (J^T u
             # is linear in u); zeros keep inf and nan out of the intermediate results.
             dummies = [
-                np.zeros_like(o).requires_grad_() if o.requires_grad else None for o in outputs
+                cast(Tensor, np.zeros_like(o)).requires_grad_() if o.requires_grad else None
+                for o in outputs
             ]
             grad_inputs = autograd_grad(outputs, inputs, dummies, create_graph=True)
             check_requires_grad(grad_inputs, "grad_inputs", strict)
@@ -252,7 +253,10 @@ def jvp(
             products = [None] * len(outputs)
             if live:
                 res = autograd_grad(
-                    grad_inputs, [dummies[i] for i in live], v, create_graph=create_graph
+                    grad_inputs,
+                    [cast(Tensor, dummies[i]) for i in live],
+                    v,
+                    create_graph=create_graph,
                 )
                 for i, r in zip(live, res, strict=True):
                     products[i] = r
@@ -442,7 +446,7 @@ def hessian(
         # here, whose one-row pass and input aliases give the same blocks at more cost.
         out = _single_output(func, inp, strict, "hessian").squeeze()
         grads = autograd_grad((out,), inp, create_graph=True)
-        jac = tuple(np.zeros_like(t) if g is None else g for t, g in zip(inp, grads))
+        jac = tuple(cast(Tensor, np.zeros_like(t)) if g is None else g for t, g in zip(inp, grads))
         check_requires_grad(jac, "jacobian", strict)
         return jac
 
@@ -474,13 +478,16 @@ def _hessian_product(
         outputs = (_single_output(func, inputs, strict, fn_name),)
         jac = autograd_grad(outputs, inputs, create_graph=True)
         check_requires_grad(jac, "jacobian", strict)
+        products: list[Tensor | None] | tuple[Tensor | None, ...]
         if fn_name == "vhp":
             products = autograd_grad(jac, inputs, v, create_graph=create_graph)
             stage = "double_back"
         elif not strict:
             # Forward over reverse: v pushed through the recorded gradient.
             live = [i for i, g in enumerate(jac) if g is not None and g.requires_grad]
-            pushed = push_tangents(tuple(jac[i] for i in live), inputs, v, create_graph)
+            pushed = push_tangents(
+                tuple(cast(Tensor, jac[i]) for i in live), inputs, v, create_graph
+            )
             products = [None] * len(inputs)
             for i, p in zip(live, pushed, strict=True):
                 products[i] = p

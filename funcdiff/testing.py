@@ -25,7 +25,7 @@ from __future__ import annotations
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -197,7 +197,8 @@ def _describe(a: np.ndarray, b: np.ndarray) -> str:
 
 def _grads(outputs: Any, inputs: Any, **kwargs: Any) -> tuple[Tensor, ...]:
     """``grad`` with zeros, not None, for inputs an output does not depend on."""
-    return grad(outputs, inputs, allow_unused=True, materialize_grads=True, **kwargs)
+    grads = grad(outputs, inputs, allow_unused=True, materialize_grads=True, **kwargs)
+    return cast("tuple[Tensor, ...]", grads)  # materialize_grads: no None
 
 
 def _pushed(
@@ -299,9 +300,11 @@ def check_rule_case(
             grad_outputs=[s.dense() for s in structured],
             is_grads_batched=True,
         )
-        for k, (gs, gd) in enumerate(zip(got, want)):
-            if not _close(gs.data, gd.data, 1e-12, 1e-11):
-                failures.append(f"structured cotangents, input {k}: {_describe(gs.data, gd.data)}")
+        for k, (g_s, g_d) in enumerate(zip(got, want)):
+            if not _close(g_s.data, g_d.data, 1e-12, 1e-11):
+                failures.append(
+                    f"structured cotangents, input {k}: {_describe(g_s.data, g_d.data)}"
+                )
     if failures:
         return RuleCheck(rule.name, index, failures)
 
@@ -315,14 +318,14 @@ def check_rule_case(
     tangents = _pushed(f, x0, direction, batched=False)
     plus = _as_arrays(f(*[x + h * v for x, v in zip(x0, direction)]))
     minus = _as_arrays(f(*[x - h * v for x, v in zip(x0, direction)]))
-    for k, (got, p, m) in enumerate(zip(jv, plus, minus)):
-        finite = np.isfinite(p) & np.isfinite(m)  # e.g. -inf outputs of logsumexp
+    for k, (jv_k, p, m_k) in enumerate(zip(jv, plus, minus)):
+        finite = np.isfinite(p) & np.isfinite(m_k)  # e.g. -inf outputs of logsumexp
         with np.errstate(invalid="ignore"):
-            expected = np.where(finite, (p - m) / (2 * h), 0.0)
-        got = np.where(finite, got, 0.0)
-        if not _close(got, expected, case.atol, case.rtol):
+            expected = np.where(finite, (p - m_k) / (2 * h), 0.0)
+        jv_k = np.where(finite, jv_k, 0.0)
+        if not _close(jv_k, expected, case.atol, case.rtol):
             failures.append(
-                f"forward mode (double backward), output {k}: {_describe(got, expected)}"
+                f"forward mode (double backward), output {k}: {_describe(jv_k, expected)}"
             )
         if not _close(np.where(finite, tangents[k], 0.0), expected, case.atol, case.rtol):
             failures.append(
@@ -434,7 +437,7 @@ def complex_cases(rule: Rule) -> tuple[Case, ...]:
             continue
         found.append(full)
         if _count_args(case) > 1:
-            found.append(_complexified(case, first_only=True))
+            found.append(cast(Case, _complexified(case, first_only=True)))  # as full: not None
     return (*found, *rule.complex_cases)
 
 

@@ -51,9 +51,12 @@ import dis
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from funcdiff.rules.structure import Structure
 
 __all__ = [
     "Arg",
@@ -303,6 +306,19 @@ class Rule:
     complex_vjps: Mapping[int | str, Callable] = field(default_factory=dict)
     complex_cases: tuple[Case, ...] = ()
 
+    if TYPE_CHECKING:
+        # Set once in __post_init__ (or later by the structure table), not arguments.
+        _reads: dict[int | str, frozenset] | None = field(init=False)
+        _complex_rule: Rule | None = field(init=False)
+        _checked_cache: dict[tuple, tuple[frozenset, bool]] = field(init=False)
+        _mentions_cache: dict[tuple, tuple[frozenset, bool]] = field(init=False)
+        _tangent_cache: dict[tuple, tuple[tuple | None, bool]] = field(init=False)
+        # {arity and differentiated-position mask: funcdiff.ops.dispatch's plan}
+        _positional_plans: dict[int, Any] = field(init=False)
+        structure: Structure | None = field(init=False)
+        shapes_only: bool = field(init=False)
+        node_name: str = field(init=False)
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "_reads", None)
         object.__setattr__(self, "_complex_rule", None)
@@ -325,7 +341,8 @@ class Rule:
         Found by reading the vjps' bytecode, on first use: doing it for every rule at
         import time was a tenth of ``import funcdiff``.
         """
-        if self._reads is None:
+        reads = self._reads
+        if reads is None:
             reads = {}
             if self.vjp_all is not None:
                 reads[ALL] = frozenset({ALL})
@@ -336,7 +353,7 @@ class Rule:
                 # conditions), whose values the vjps do use.
                 reads = {key: frozenset(self.nondiff_args) for key in reads}
             object.__setattr__(self, "_reads", reads)
-        return self._reads
+        return reads
 
     def checked(self, keys: tuple) -> tuple[frozenset, bool]:
         """For the differentiated argument ``keys``: which argument keys the vjps read
@@ -467,7 +484,15 @@ def all_rules() -> list[Rule]:
     return list(seen.values())
 
 
-def dispatching(fn: Callable) -> Callable:
+class _Dispatching(Protocol):
+    """What :func:`dispatching` returns: the helper, with the plain one as ``__wrapped__``."""
+
+    __wrapped__: Callable
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
+def dispatching(fn: Callable) -> _Dispatching:
     """Make a NumPy-level helper dispatch like a NumPy function (NEP 18).
 
     On ndarrays it runs ``fn``; when an argument (or an item of a list or tuple
@@ -490,7 +515,7 @@ def dispatching(fn: Callable) -> Callable:
                     return item.__array_function__(wrapper, (t,), args, kwargs)
         return fn(*args, **kwargs)
 
-    return wrapper
+    return cast(_Dispatching, wrapper)  # functools.wraps set __wrapped__
 
 
 def batch_ndim(g: Any, ans: Any) -> int:

@@ -12,14 +12,14 @@ ndarrays and records a node when grad mode is on and an input requires grad.
 from __future__ import annotations
 
 import warnings
-import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, cast
 
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT, alternative, stats_method_name
+from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT
+from funcdiff._core.conversions import scipy_advice, scipy_caller
 from funcdiff._core.graph import AccumulateGrad, Node
 
 __all__ = [
@@ -29,8 +29,6 @@ __all__ = [
     "wrap",
     "RemovableHandle",
     "values_read",
-    "register_view",
-    "live_views",
 ]
 
 _DIFFERENTIABLE_KINDS = "fc"
@@ -71,6 +69,12 @@ def _check_can_require_grad(dtype: np.dtype) -> None:
             "only Tensors of floating point and complex dtype can require gradients "
             f"(this one has dtype {dtype})"
         )
+
+
+if TYPE_CHECKING:
+    # The signatures of the operators and methods funcdiff._methods installs on Tensor.
+    _Binary: TypeAlias = Callable[["Tensor", Any], "Tensor"]
+    _Unary: TypeAlias = Callable[["Tensor"], "Tensor"]
 
 
 class RemovableHandle:
@@ -121,10 +125,15 @@ class Tensor:
     )
 
     data: np.ndarray
+    _requires_grad: bool
     _grad: Tensor | None
     grad_fn: Node | None
+    _output_nr: int
+    _version_count: int
+    # The tensor that owns the memory and its version count (views, detached aliases).
     _version_owner: Tensor | None
-    _accumulator: Node | None
+    _accumulator: AccumulateGrad | None
+    _retains_grad: bool
     _view_of: Tensor | None
 
     # NumPy defers to Tensor in mixed binary operations (ndarray + Tensor).
@@ -132,6 +141,75 @@ class Tensor:
 
     # The operators, __array_ufunc__/__array_function__, __getitem__/__setitem__, abs,
     # astype, copy and backward are installed from one table by funcdiff._methods.
+    if TYPE_CHECKING:
+        # What funcdiff._methods installs, declared for type checkers only: at run time
+        # the class gets them when funcdiff is imported.
+        __add__: ClassVar[_Binary]
+        __radd__: ClassVar[_Binary]
+        __sub__: ClassVar[_Binary]
+        __rsub__: ClassVar[_Binary]
+        __mul__: ClassVar[_Binary]
+        __rmul__: ClassVar[_Binary]
+        __truediv__: ClassVar[_Binary]
+        __rtruediv__: ClassVar[_Binary]
+        __floordiv__: ClassVar[_Binary]
+        __rfloordiv__: ClassVar[_Binary]
+        __mod__: ClassVar[_Binary]
+        __rmod__: ClassVar[_Binary]
+        __pow__: ClassVar[_Binary]
+        __rpow__: ClassVar[_Binary]
+        __matmul__: ClassVar[_Binary]
+        __rmatmul__: ClassVar[_Binary]
+        __neg__: ClassVar[_Unary]
+        __pos__: ClassVar[_Unary]
+        __abs__: ClassVar[_Unary]
+        __invert__: ClassVar[_Unary]
+        # Elementwise comparisons return Tensors, not bool (as ndarray's do).
+        __eq__: ClassVar[_Binary]  # type: ignore[assignment]
+        __ne__: ClassVar[_Binary]  # type: ignore[assignment]
+        __lt__: ClassVar[_Binary]
+        __le__: ClassVar[_Binary]
+        __gt__: ClassVar[_Binary]
+        __ge__: ClassVar[_Binary]
+        __and__: ClassVar[_Binary]
+        __or__: ClassVar[_Binary]
+        __xor__: ClassVar[_Binary]
+        __iadd__: ClassVar[_Binary]
+        __isub__: ClassVar[_Binary]
+        __imul__: ClassVar[_Binary]
+        __itruediv__: ClassVar[_Binary]
+        __ifloordiv__: ClassVar[_Binary]
+        __imod__: ClassVar[_Binary]
+        __ipow__: ClassVar[_Binary]
+        __imatmul__: ClassVar[_Binary]
+        exp: ClassVar[_Unary]
+        log: ClassVar[_Unary]
+        sin: ClassVar[_Unary]
+        cos: ClassVar[_Unary]
+        tanh: ClassVar[_Unary]
+        sigmoid: ClassVar[_Unary]
+        sqrt: ClassVar[_Unary]
+        neg: ClassVar[_Unary]
+        square: ClassVar[_Unary]
+        pow: ClassVar[_Binary]
+        abs: ClassVar[_Unary]
+        copy: ClassVar[_Unary]
+        __getitem__: ClassVar[_Binary]
+        __setitem__: ClassVar[Callable[[Tensor, Any, Any], None]]
+        __array_ufunc__: ClassVar[Callable[..., Any]]
+        __array_function__: ClassVar[Callable[[Tensor, Any, Any, Any, Any], Any]]
+        zero_: ClassVar[_Unary]
+        astype: ClassVar[_Binary]
+
+        def clamp(self, min: Any = None, max: Any = None) -> Tensor: ...  # noqa: A002
+
+        def backward(
+            self,
+            gradient: Any = None,
+            retain_graph: bool | None = None,
+            create_graph: bool = False,
+            inputs: Sequence[Tensor] | Tensor | None = None,
+        ) -> None: ...
 
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False) -> None:
         arr = _as_data(data, dtype)
@@ -172,12 +250,12 @@ class Tensor:
     @property
     def T(self) -> Tensor:
         """The transpose (axes reversed), recorded."""
-        return np.transpose(self)
+        return cast(Tensor, np.transpose(self))
 
     @property
     def mT(self) -> Tensor:
         """The transpose of the last two axes, recorded."""
-        return np.swapaxes(self, -1, -2)
+        return cast(Tensor, np.swapaxes(self, -1, -2))
 
     def __len__(self) -> int:
         return len(self.data)
@@ -331,7 +409,7 @@ class Tensor:
             tracer.refuse("register_hook")
         node, nr = self._gradient_edge()
         node.add_pre_hook(nr, hook)
-        assert node.pre_hooks is not None
+        assert node.pre_hooks is not None  # add_pre_hook made it
         return RemovableHandle(node.pre_hooks[nr], hook)
 
     def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
@@ -405,56 +483,15 @@ class Tensor:
         _observed(self, "array", self.data)
         return self.data.tolist()
 
-    @staticmethod
-    def _scipy_caller() -> str | None:
-        """The public SciPy function converting a tensor (``scipy.linalg.expm``,
-        ``scipy.stats.norm.logpdf``), if any."""
-        # SciPy does not dispatch to Tensors: only the call stack (read on error paths) shows
-        # it. NumPy frames are skipped; the outermost public one of the first SciPy frames wins.
-        import sys
-        import types
-
-        def public_name(module: str, name: str) -> str | None:
-            parts = module.split(".")
-            public = ".".join(parts[: next((i for i, p in enumerate(parts) if p[:1] == "_"), None)])
-            found = getattr(sys.modules.get(public), name, None) if name[:1] != "_" else None
-            return f"{public}.{name}" if public != "scipy" and found is not None else None
-
-        frame, caller = sys._getframe(1), None
-        while frame is not None:
-            module = frame.f_globals.get("__name__", "")
-            top = module.partition(".")[0]
-            if top == "scipy":
-                found = public_name(module, frame.f_code.co_name)
-                local = frame.f_locals
-                if found is None and "self" in local:  # a scipy.stats distribution's method
-                    found = stats_method_name(frame.f_code.co_name, local["self"])
-                for value in local.values() if found is None else ():
-                    if isinstance(value, types.FunctionType):  # a decorator's wrapped function
-                        found = found or public_name(value.__module__, value.__name__)
-                caller = found or caller
-            elif top != "numpy" and module != __name__:
-                break
-            frame = frame.f_back
-        return caller
-
-    @staticmethod
-    def _scipy_advice(caller: str) -> str:
-        """What to do about ``caller``, a SciPy function that refused a Tensor."""
-        instead = alternative(caller)
-        if instead is None:
-            return f"funcdiff has no rule for {caller}."
-        return f"use {instead}, which accepts Tensors."
-
     def _plain_number(self, conversion: str) -> Any:
         """``item()`` for ``conversion`` (``float()`` ...); raises if a derivative would be lost."""
         number = self.item()  # a tensor of several elements: item()'s ValueError first
         if not (self._requires_grad and grad_mode.is_grad_enabled()):
             return number
-        caller = Tensor._scipy_caller()
+        caller = scipy_caller()
         by = (
             f" ({caller} called it: SciPy functions do not accept Tensors; "
-            f"{Tensor._scipy_advice(caller)[:-1]})"
+            f"{scipy_advice(caller)[:-1]})"
             if caller
             else ""
         )
@@ -473,7 +510,7 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if self._requires_grad and grad_mode.is_grad_enabled():
-            caller = Tensor._scipy_caller()
+            caller = scipy_caller()
             how = (
                 "A NumPy or SciPy function without a funcdiff rule was probably called on it, "
                 "or it was stored into a plain ndarray (out[...] = t; make out with "
@@ -482,7 +519,7 @@ class Tensor:
             if caller is not None:
                 how = (
                     f"{caller} was called on it, and SciPy functions do not accept Tensors: "
-                    + Tensor._scipy_advice(caller)
+                    + scipy_advice(caller)
                 )
             raise RuntimeError(
                 "Can't convert a Tensor that requires grad to an ndarray: the gradient "
@@ -596,35 +633,36 @@ class Tensor:
 
     def cumsum(self, axis: Any = None) -> Tensor:
         """Cumulative sum along ``axis`` (flattened when None)."""
-        return np.cumsum(self, axis=axis)
+        return cast(Tensor, np.cumsum(self, axis=axis))
 
-    def reshape(self, *shape: Any, order: str = "C") -> Tensor:
+    def reshape(self, *shape: Any, order: Literal["C", "F", "A"] = "C") -> Tensor:
         """Reshape (accepts ``reshape(2, 3)`` and ``reshape((2, 3))``)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
-        return np.reshape(self, shape, order=order)
+        return cast(Tensor, np.reshape(self, shape, order=order))
 
     def transpose(self, *axes: Any) -> Tensor:
         """Permute axes (reversed when none are given)."""
+        order: Any = axes
         if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
-            axes = axes[0]
-        return np.transpose(self, axes or None)
+            order = axes[0]
+        return cast(Tensor, np.transpose(self, order or None))
 
     def flatten(self) -> Tensor:
         """A flattened copy (1-d)."""
-        return np.reshape(self, (-1,))
+        return cast(Tensor, np.reshape(self, (-1,)))
 
     def ravel(self) -> Tensor:
         """The flattened tensor (1-d)."""
-        return np.ravel(self)
+        return cast(Tensor, np.ravel(self))
 
     def squeeze(self, axis: Any = None) -> Tensor:
         """Remove axes of length one."""
-        return np.squeeze(self, axis=axis)
+        return cast(Tensor, np.squeeze(self, axis=axis))
 
     def clip(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002
         """Clip values to ``[min, max]``; the gradient is 0 at and beyond the bounds."""
-        return np.clip(self, min, max)
+        return cast(Tensor, np.clip(self, min, max))
 
     def dot(self, other: Any) -> Tensor:
         """Dot product (see ``numpy.dot``)."""
@@ -685,42 +723,6 @@ def wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr:
     t._retains_grad = False
     t._view_of = None
     return t
-
-
-#: The views of each base Tensor, by the base's id: ``[weakref to the base, weakrefs to
-#: its views...]``. An in-place change of the base (or of one of its views) re-derives
-#: the live views from the base's new history. Keyed by id, since Tensors compare
-#: elementwise; the entry goes with the base.
-_VIEWS: dict[int, list] = {}
-
-
-def _forget_base(key: int) -> Callable[[Any], None]:
-    def forget(_: Any) -> None:
-        _VIEWS.pop(key, None)
-
-    return forget
-
-
-def register_view(view: Tensor, base: Tensor) -> None:
-    """Record that ``view`` aliases part of ``base``'s memory (``view._view_of``)."""
-    view._view_of = base
-    key = id(base)
-    refs = _VIEWS.get(key)
-    if refs is None or refs[0]() is not base:
-        refs = _VIEWS[key] = [weakref.ref(base, _forget_base(key))]
-    elif len(refs) > 64 and len(refs) & (len(refs) - 1) == 0:
-        refs[1:] = [r for r in refs[1:] if r() is not None]  # drop dead views now and then
-    refs.append(weakref.ref(view))
-
-
-def live_views(base: Tensor) -> list[Tensor]:
-    """The views of ``base`` that are still alive, oldest first."""
-    refs = _VIEWS.get(id(base))
-    if refs is None or refs[0]() is not base:
-        return []
-    views = [v for v in (r() for r in refs[1:]) if v is not None]
-    refs[1:] = [weakref.ref(v) for v in views]
-    return views
 
 
 def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:

@@ -70,7 +70,7 @@ def _make_grads(
         raise RuntimeError(
             f"grad can't be computed: got {len(grad_outputs)} gradients for {len(outputs)} outputs"
         )
-    grads = []
+    grads: list[Any] = []  # ndarrays, Tensors under create_graph, BasisBatch rows
     batch_shape: tuple[int, ...] | None = None
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
         if not out._requires_grad:
@@ -257,10 +257,11 @@ def run_backward(
     ``stop_at_targets`` the target nodes are captured but never run, so the pass stays
     inside the part of the graph above them (checkpointing's recomputed segment).
     """
-    node: Node | None
     buffers: dict[Node, list] = {}
     root_nodes: list[Node] = []
     lazy: set[Node] = set()  # nodes whose buffers may hold a partial or structured cotangent
+    node: Node | None
+    t: Tensor | None
     for t, g in zip(roots, root_grads):
         root, nr = t._gradient_edge()
         buf = buffers.get(root)

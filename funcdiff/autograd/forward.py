@@ -77,7 +77,7 @@ def transpose_vjp(
             pushed.append(np.conjugate(t) if c.dtype.kind == "c" else t)
         if not outputs:
             return [None] * len(dummies)
-        result = grad(
+        result: Sequence[Any] = grad(
             outputs,
             dummies,
             pushed,
@@ -164,7 +164,7 @@ def push_forward(
     _state.grad_enabled = create_graph
     try:
         for node in order:
-            ins = []
+            ins: list[Any] = []
             live = False
             for child, nr in node.edges:
                 ts = tangents.get(child)
@@ -203,7 +203,7 @@ def push_forward(
     finally:
         _state.grad_enabled = previous
 
-    result = []
+    result: list[Any] = []
     for o in outputs:
         if not o._requires_grad:
             result.append(None)

@@ -117,12 +117,13 @@ class FunctionNode(Node):
 
     transposes_strictly = True
 
+    # Set by Function.apply when it records the node.
     fn_cls: type[Function]
     ctx: FunctionCtx
-    input_positions: tuple[int, ...]
+    input_positions: tuple[int, ...]  # the forward inputs that need a gradient
     n_inputs: int
-    once: bool
-    input_meta: tuple[tuple[tuple[int, ...], np.dtype], ...]
+    once: bool  # backward is @once_differentiable
+    input_meta: tuple[tuple[tuple[int, ...], np.dtype], ...]  # (shape, dtype) of those inputs
 
     def name(self) -> str:
         return f"{self.fn_cls.__name__}Backward"
@@ -207,7 +208,7 @@ class FunctionNode(Node):
             self.apply([None if g is None else g[b] for g in grads], create_graph)
             for b in range(batch)
         ]
-        out = []
+        out: list[np.ndarray | None] = []
         for k, (child, nr) in enumerate(self.edges):
             column = [row[k] for row in rows]
             if all(r is None for r in column):

@@ -19,7 +19,7 @@ import math
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -217,6 +217,12 @@ def elementwise_differences(
         q = difference_quotients(fvals, f0c, dx, t, method, row_eps)
         q["est"] = np.where(np.isfinite(q["est"]) & np.isfinite(q["value"]), q["est"], np.inf)
         return q
+
+    @overload
+    def merge(best: dict, q: dict | None) -> dict: ...
+
+    @overload
+    def merge(best: dict | None, q: dict | None) -> dict | None: ...
 
     def merge(best: dict | None, q: dict | None) -> dict | None:
         if q is None:

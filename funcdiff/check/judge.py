@@ -135,6 +135,10 @@ def judge_block(
             note=reason(idx),
         )
 
+    max_abs: float | None  # and where: None for an empty block
+    max_rel: float | None
+    max_abs_idx: tuple[tuple, tuple] | None
+    max_rel_idx: tuple[tuple, tuple] | None
     if size:
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(tol > 0, err / tol, np.where(err > 0, np.inf, 0.0))

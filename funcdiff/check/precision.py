@@ -51,6 +51,6 @@ def default_rtol(rtol: float | None, dtype: np.dtype) -> float:
     return float(rtol) if rtol is not None else _DEFAULT_RTOL.get(dtype, 1e-5)
 
 
-def complex_dtype_for(dtype: Any) -> type:
+def complex_dtype_for(dtype: Any) -> type[np.complexfloating]:
     """The complex type of the same precision as a real dtype (for the complex step)."""
     return np.complex64 if dtype == np.float32 else np.complex128

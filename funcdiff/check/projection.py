@@ -38,7 +38,7 @@ only with the certificate.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -410,7 +410,7 @@ def _project(fm: _FastMode, rng: np.random.Generator) -> list[ProjectionOutcome]
         best = np.full(nq, np.inf)
         best_k = np.zeros(nq, dtype=int)
         levels: dict[int, _Level] = {}
-        firsts: dict[int, tuple[float, float, float]] = {}
+        firsts: dict[int, tuple[float, float, float, bool]] = {}  # ..., floored
         for k in range(_MAX_LEVELS):
             open_q = [q for q in range(nq) if status[q] is None and q not in _flat(certified_at)]
             if not open_q or fm.spent + (6 if k == 0 else 2) > budget:
@@ -526,5 +526,5 @@ def _default_steps(xf: np.ndarray, fd_base: float) -> np.ndarray:
         return np.where(np.isfinite(h) & (h > 0), 2.0 ** np.round(np.log2(h)), fd_base)
 
 
-def _flat(groups: dict[int, Sequence[int]]) -> set[int]:
+def _flat(groups: Mapping[int, Sequence[int]]) -> set[int]:
     return {q for qs in groups.values() for q in qs}

@@ -310,7 +310,7 @@ class DerivativeReport:
         for p in self.pairs:
             verdict = p.verdict.upper() if p.verdict == "fail" else p.verdict
             count = f"{p.n_out_of_tolerance}/{p.n_elements}"
-            if p.max_abs_index is not None:
+            if p.max_abs_index is not None and p.max_rel_index is not None:
                 ea = f"{format_number(p.max_abs_error)} ({_element_label(p, p.max_abs_index)})"
                 er = f"{format_number(p.max_rel_error)} ({_element_label(p, p.max_rel_index)})"
             else:

@@ -265,7 +265,7 @@ class FirstOrderTarget(Target):
         outs = self.problem.call(ins)
         return [outs[k] for k in self.positions]
 
-    def _numpy(self, xs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def _numpy(self, xs: Sequence[np.ndarray | Tensor]) -> list[np.ndarray]:
         outs = self.problem.call(list(xs))
         if len(outs) <= max(self.positions):
             raise ValueError(

@@ -48,12 +48,19 @@ from numpy import *  # noqa: F403  (NumPy's public namespace, overridden below)
 
 # The overrides (names re-exported through __all__, which is built below). The submodules
 # are imported as modules: ``from funcdiff.numpy import linalg`` would find NumPy's
-# ``linalg``, which ``from numpy import *`` has already put here.
-import funcdiff.numpy.fft as fft  # noqa: F401
-import funcdiff.numpy.linalg as linalg  # noqa: F401
+# ``linalg``, which ``from numpy import *`` has already put here. Replacing NumPy's names
+# is the point, hence the type: ignore of each redefinition.
+import funcdiff.numpy.fft as fft  # type: ignore[no-redef]  # noqa: F401
+import funcdiff.numpy.linalg as linalg  # type: ignore[no-redef]  # noqa: F401
 from funcdiff.numpy._casts import CAST_TYPES, cast_type
-from funcdiff.numpy._creation import array, asanyarray, asarray, joining, lifting  # noqa: F401
-from funcdiff.numpy._index_tricks import CClass, RClass, c_, r_  # noqa: F401
+from funcdiff.numpy._creation import (  # type: ignore[no-redef]  # noqa: F401
+    array,
+    asanyarray,
+    asarray,
+    joining,
+    lifting,
+)
+from funcdiff.numpy._index_tricks import CClass, RClass, c_, r_  # type: ignore[assignment]  # noqa: F401
 
 random = numpy.random
 # ``import funcdiff.numpy.random`` gives NumPy's own module (one global random state).

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import numpy
 
@@ -84,7 +84,7 @@ def array(
     dtype: Any = None,
     *,
     copy: bool | None = True,
-    order: str = "K",
+    order: Literal["K", "A", "C", "F"] | None = "K",
     subok: bool = False,
     ndmin: int = 0,
     like: Any = None,

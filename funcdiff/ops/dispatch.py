@@ -11,16 +11,20 @@ vjps need. :func:`call_positional` is the lean path of positional ufunc calls
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from funcdiff._core import grad_mode
 from funcdiff._core.graph import INPLACE, SEQUENCE, WATCHERS, notify_created, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
-from funcdiff._core.tensor import Tensor, register_view, wrap
+from funcdiff._core.tensor import Tensor, wrap
+from funcdiff._core.views import register_view
 from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
+
+if TYPE_CHECKING:
+    from types import FrameType
 
 __all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
 
@@ -329,6 +333,17 @@ class _Plan:
         "keeps_ans",
     )
 
+    keys: tuple[int, ...]
+    read: tuple[int, ...]
+    reads_ans: bool
+    vjp: Callable | None
+    needs: tuple[bool, ...]
+    zero_checks: tuple
+    tangent_maps: tuple[tuple | None, bool]
+    keep: tuple[bool, ...] | None
+    kept_none: tuple[None, ...] | None
+    keeps_ans: bool
+
 
 # Positional calls in which no differentiable argument requires grad.
 _NOT_RECORDED = _Plan()
@@ -555,7 +570,7 @@ def _ufunc_name(ufunc: np.ufunc) -> str:
     if special is not None:
         if getattr(special, name, None) is ufunc:
             return f"scipy.special.{name}"
-        frame = sys._getframe(1)
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None:
             if frame.f_globals.get("__name__", "").startswith("scipy.special"):
                 code = frame.f_code

@@ -15,14 +15,15 @@ views do.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.graph import AFTER_INPLACE, Node, note_inplace_change
+from funcdiff._core.graph import AFTER_INPLACE, AccumulateGrad, Node, note_inplace_change
 from funcdiff._core.registry import NAMED_RULES, UFUNC_RULES
-from funcdiff._core.tensor import Tensor, live_views, wrap
+from funcdiff._core.tensor import Tensor, wrap
+from funcdiff._core.views import live_views
 from funcdiff.ops.dispatch import _missing_rule, _record, _scan, _ufunc_name, call
 from funcdiff.ops.nodes import _data_of
 
@@ -79,7 +80,7 @@ def _snapshot(t: Tensor, copy: bool) -> Tensor:
     """A Tensor standing for ``t``'s value before an in-place change."""
     old = wrap(t.data.copy() if copy else t.data, t._requires_grad, t.grad_fn, t._output_nr)
     if t.grad_fn is None and t._requires_grad:
-        old._accumulator = t._gradient_edge()[0]
+        old._accumulator = cast(AccumulateGrad, t._gradient_edge()[0])  # a leaf's
     if not copy:
         old._version_owner = t._version_owner if t._version_owner is not None else t
     return old

@@ -9,7 +9,7 @@ value that was modified in place since.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -23,6 +23,10 @@ from funcdiff._core.graph import (
 )
 from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.ops.selection import gather_tangent, selection_sources
+
+if TYPE_CHECKING:
+    from funcdiff._core.registry import Rule
+    from funcdiff.ops.dispatch import _Plan
 
 __all__ = ["RuleNode", "PositionalNode"]
 
@@ -47,8 +51,11 @@ class _SavedNode(Node):
 
     __slots__ = ("rule", "args", "ans", "checks", "epoch")
 
-    rule: Any
+    # Set by funcdiff.ops.dispatch when it records the node (no __init__: the hot path).
+    rule: Rule
+    # The call's arguments (Tensors, arrays, constants); None once released.
     args: Any
+    # The output (a tuple of them for a multi-output rule), None once released.
     ans: Any
     checks: tuple
     epoch: int
@@ -134,19 +141,24 @@ class RuleNode(_SavedNode):
 
     __slots__ = ("kwargs", "paths", "multi", "nested", "zero_output", "sources")
 
-    kwargs: Any
-    paths: tuple
+    kwargs: Any  # the call's keyword arguments; None once released
+    # (argument key, index in a list argument or None) of each differentiated input
+    paths: tuple[tuple[int | str, int | None], ...]
     multi: bool
     nested: bool
+    # Set on first use: f(0) of a selection, the gather sources of its outputs.
+    zero_output: list
+    sources: Any
 
     def tangent(self, tangents: list, create_graph: bool, batched: bool) -> list:
         out = super().tangent(tangents, create_graph, batched)  # the rule's tangent maps
         if out is NotImplemented:
             structure = self.rule.structure
             if structure is not None and structure.pattern == "select":
-                out = self._selection_tangent(tangents, batched)
-                if out is None:
+                selected = self._selection_tangent(tangents, batched)
+                if selected is None:
                     return NotImplemented
+                out = selected
         return out
 
     def _selection_tangent(self, tangents: list, batched: bool) -> list | None:
@@ -174,10 +186,11 @@ class RuleNode(_SavedNode):
                 if (key, None) not in followed:
                     args[key] = np.zeros_like(args[key])
         shapes = [self.edges[i][0].out_meta[self.edges[i][1]][0] for i in range(len(self.paths))]
+        positional = cast("tuple[tuple[int, int | None], ...]", self.paths)  # checked above
 
         def placed(ts: list, batch: tuple) -> list:
             call = [list(a) if i in nested else a for i, a in enumerate(args)]
-            for (key, sub), t, shape in zip(self.paths, ts, shapes):
+            for (key, sub), t, shape in zip(positional, ts, shapes):
                 value = np.zeros(batch + tuple(shape)) if t is None else t
                 if sub is None:
                     call[key] = value
@@ -352,7 +365,7 @@ class PositionalNode(_SavedNode):
 
     __slots__ = ("plan",)
 
-    plan: Any
+    plan: _Plan
 
     def release(self) -> None:
         self.args = None

@@ -29,7 +29,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import numpy as np
@@ -200,7 +200,7 @@ class Replayed:
 
     def _split(self, args: tuple) -> tuple[list[int], list[np.ndarray], tuple]:
         """Which arguments are program inputs, their arrays, and the cache key."""
-        diff = self._diff()
+        diff: Collection[int] = self._diff()
         for i in diff:
             if i >= len(args) or i < -len(args):
                 raise TypeError(
@@ -312,14 +312,14 @@ class Replayed:
         """Replay at a nearby point and compare with eager there."""
         diff = {i % len(args) for i in self._diff()}
         rng = np.random.default_rng(12345)
-        moved = list(args)
+        shifted = list(args)
         for i in positions:
             if i in diff:
                 a = np.asarray(args[i])
                 a = a if a.dtype.kind in "fc" else a.astype(float)
                 step = 1e-3 * (np.abs(a) + 1.0) * rng.choice([-1.0, 1.0], size=a.shape)
-                moved[i] = (a + step).astype(a.dtype, copy=False)
-        moved = tuple(moved)
+                shifted[i] = (a + step).astype(a.dtype, copy=False)
+        moved = tuple(shifted)
         _, arrays, _ = self._split(moved)
         try:
             replayed = program.run(arrays)

@@ -207,7 +207,8 @@ class ReplayTracer:
                     "a custom Function returned an array funcdiff did not see computed; "
                     "replay records a Function's forward only when it runs on Tensors"
                 )
-            self.by_tensor.setdefault(id(o), self.by_array.get(id(o.data)))
+            if id(o) not in self.by_tensor:  # then its array was seen (checked above)
+                self.by_tensor[id(o)] = self.by_array[id(o.data)]
             self.keep.append(o)
 
     def refuse(self, what: str) -> None:

@@ -34,13 +34,15 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from funcdiff._core import grad_mode
 from funcdiff._core.registry import Arg, Case, Rule, dispatching, register
 from funcdiff._core.tensor import Tensor
 
-_CONSTANT_FUNCTIONS = [
+_CONSTANT_FUNCTIONS: list[Callable] = [
     np.zeros_like,
     np.ones_like,
     np.empty_like,

@@ -459,7 +459,7 @@ def _einsum_specs(subscripts: str, shapes: list) -> tuple[list[str], str, list[s
     labels (implicit mode resolved like NumPy) and the labels still free."""
     s = subscripts.replace(" ", "")
     explicit = "->" in s
-    lhs, out = s.split("->") if explicit else (s, None)
+    lhs, out = s.split("->") if explicit else (s, "")
     ins = lhs.split(",")
     if len(ins) != len(shapes):
         raise ValueError(
@@ -532,7 +532,7 @@ def _einsum(*operands, out=None, **kwargs):
     return np.einsum(*operands, **kwargs)
 
 
-def _einsum_vjp_all(needs, g, ans, *args, **kwargs):
+def _einsum_vjp_all(needs: tuple[bool, ...], g: Any, ans: Any, *args: Any, **kwargs: Any) -> list:
     subscripts, ops, positions = _einsum_call(args)
     specs, out, fresh = _einsum_specs(subscripts, [np.shape(o) for o in ops])
     nbt = batch_ndim(g, ans)
@@ -579,7 +579,7 @@ register(
 def _chain_order(dims: list[int]) -> list[list[int]]:
     """Split points of the cheapest parenthesisation of a matrix chain (textbook DP)."""
     n = len(dims) - 1
-    cost = [[0] * n for _ in range(n)]
+    cost: list[list[float]] = [[0] * n for _ in range(n)]
     split = [[0] * n for _ in range(n)]
     for length in range(1, n):
         for i in range(n - length):

@@ -16,6 +16,8 @@ are replaced by safe ones *before* the arithmetic, so nothing leaks at any order
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from funcdiff._core.registry import Arg, Case, Rule, register
@@ -330,7 +332,7 @@ unary(np.log10, lambda g, ans, x: g / (x * LN10), low=0.2, high=3.0)
 unary(np.log1p, lambda g, ans, x: g / (1.0 + x), low=-0.7, high=3.0)
 
 
-def _logaddexp_vjp(exp):
+def _logaddexp_vjp(exp: np.ufunc) -> tuple[Callable, Callable]:
     def vjp_x(g, ans, x, y):
         finite = np.isfinite(ans)
         if np.all(finite):

@@ -235,7 +235,7 @@ def _norm(x, ord=None, axis=None, keepdims=False):
 
 def _norm_cases() -> tuple[Case, ...]:
     v, m = Arg((5,)), Arg((3, 4))
-    svd = {"order": _SVD_ORDER}
+    svd: dict[str, Any] = {"order": _SVD_ORDER}
     return (
         Case((v,)),
         Case((Arg((2, 3, 4)),)),

@@ -26,7 +26,7 @@ Examples
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
@@ -152,7 +152,7 @@ register(
 
 
 # ---------------------------------------------------------------- gradient
-def _weights(n: int, spacing: Any, edge_order: int) -> np.ndarray:
+def _weights(n: int, spacing: Any, edge_order: Literal[1, 2]) -> np.ndarray:
     """NumPy's finite-difference weights along one axis of length ``n``.
 
     ``w[r, i]`` is the weight of ``f[k]`` with ``k % 3 == r`` in output ``i``: each
@@ -163,7 +163,7 @@ def _weights(n: int, spacing: Any, edge_order: int) -> np.ndarray:
     return np.stack([np.gradient(c, spacing, edge_order=edge_order) for c in combs])
 
 
-def _gradient_along(f, axis: int, spacing: Any, edge_order: int):
+def _gradient_along(f, axis: int, spacing: Any, edge_order: Literal[1, 2]):
     n = np.shape(f)[axis]
     w = _weights(n, spacing, edge_order)
     shape = [1] * np.ndim(f)

@@ -426,23 +426,27 @@ def make_method(spec: Spec, method: str) -> Callable:
     """The composite ``f(x, *shapes, loc=0, scale=1)`` (no ``scale`` when discrete)."""
     n = len(spec.shapes)
 
+    f: Any  # a function, given a public_name below
     if spec.discrete:
 
-        def f(k: Any, *shapes: Any, loc: Any = 0) -> Any:
+        def discrete(k: Any, *shapes: Any, loc: Any = 0) -> Any:
             if len(shapes) != n:
                 raise TypeError(f"{spec.name}.{method} takes the shapes {spec.shapes}")
             return evaluate(spec, method, k, shapes, loc, 1.0)
 
+        f = discrete
     else:
 
-        def f(x: Any, *shapes: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
+        def continuous(x: Any, *shapes: Any, loc: Any = 0.0, scale: Any = 1.0) -> Any:
             if len(shapes) != n:
                 raise TypeError(f"{spec.name}.{method} takes the shapes {spec.shapes}")
             return evaluate(spec, method, x, shapes, loc, scale)
 
+        f = continuous
+
     f.__name__ = f"{spec.name}_{method}"
     f.__qualname__ = f.__name__
-    f.public_name = f"funcdiff.stats.{spec.name}.{method}"  # type: ignore[attr-defined]
+    f.public_name = f"funcdiff.stats.{spec.name}.{method}"
     f.__doc__ = f"``scipy.stats.{spec.name}.{method}`` from recorded NumPy calls."
     return f
 

@@ -134,6 +134,7 @@ def hessian_sparsity(f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ())
     xt = tensor(x, requires_grad=True)
     out, tracer = run_traced(f, (xt,), tuple(args), hessian=True)
     _output(out, "funcdiff.sparse.hessian_sparsity")
+    assert tracer.acc is not None  # traced with hessian=True
     return tracer.acc.pattern()
 
 

@@ -253,6 +253,7 @@ def _column_colors(csr: sp.csr_array, order: str) -> tuple[np.ndarray, int]:
     if csr.nnz == 0:
         return np.full(n, -1, dtype=np.int64), 0
     row_count = np.diff(csr.indptr)
+    colors: np.ndarray | None
     if row_count.max() == int(used.sum()):
         # One row touches every used column: no compression is possible.
         colors = np.full(n, -1, dtype=np.int64)

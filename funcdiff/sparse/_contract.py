@@ -14,7 +14,7 @@ from __future__ import annotations
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -85,12 +85,12 @@ def lower(name: str, shapes: Sequence[tuple[int, ...]], args: tuple, kwargs: dic
             axes_a, axes_b = (list(np.atleast_1d(x)) for x in axes)
         axes_a = [int(x) % na for x in axes_a]
         axes_b = [int(x) % nb for x in axes_b]
-        la, lb = list("abcdefghijkl"[:na]), list("mnopqrstuvwx"[:nb])
+        chars_a, chars_b = list("abcdefghijkl"[:na]), list("mnopqrstuvwx"[:nb])
         for x, y in zip(axes_a, axes_b):
-            lb[y] = la[x]
-        out = [c for i, c in enumerate(la) if i not in axes_a]
-        out += [c for i, c in enumerate(lb) if i not in axes_b]
-        return ["".join(la), "".join(lb)], "".join(out)
+            chars_b[y] = chars_a[x]
+        out = [c for i, c in enumerate(chars_a) if i not in axes_a]
+        out += [c for i, c in enumerate(chars_b) if i not in axes_b]
+        return ["".join(chars_a), "".join(chars_b)], "".join(out)
     if name in ("vecdot", "linalg.vecdot"):
         axis = kwargs.get("axis", -1)
         if "axes" in kwargs or na == 0 or nb == 0:
@@ -197,7 +197,8 @@ def contract(
         return None
     if len(operands) == 1:
         letters, full, pattern, _ = norm[0]
-        return product(_reduction(letters, full, out_letters), pattern)
+        # The one operand is variable, so it has a pattern.
+        return product(_reduction(letters, full, out_letters), cast(Pattern, pattern))
     if len(operands) == 2:
         return _two(operands, norm, out_letters, sizes, acc)
     return _many(operands, norm, out_letters, sizes, acc)

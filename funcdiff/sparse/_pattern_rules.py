@@ -11,7 +11,7 @@ the dense pattern of that operation, which is always correct.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -81,7 +81,7 @@ def dense_outputs(inputs: Inputs, outputs: list[Tensor], acc: HessianAccumulator
     live = [p for _, _, _, p in inputs.variable()]
     if not live:
         return [None] * len(outputs)
-    row = union([Pattern(p.union_row()) for p in live])
+    row = cast(Pattern, union([Pattern(p.union_row()) for p in live]))  # live: not None
     result = []
     for o in outputs:
         p = Pattern(row.rows(), np.zeros(o.data.size, np.int64))
@@ -404,7 +404,7 @@ def setitem_pattern(
     vsize = int(np.prod(value_shape))
     codes[_data(index)] = positions(value_shape) + size + 1 if value is not None else 0
     source = codes.ravel() - 1
-    ncols = (old or value).ncols
+    ncols = cast(Pattern, old or value).ncols  # not both None (above)
     old_rows = old.rows() if old is not None else sp.csr_array((size, ncols), dtype=bool)
     value_rows = value.rows() if value is not None else sp.csr_array((vsize, ncols), dtype=bool)
     return Pattern(sp.vstack([old_rows, value_rows], format="csr")).take(source)

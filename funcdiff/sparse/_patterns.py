@@ -10,6 +10,7 @@ pattern operation is a handful of NumPy or SciPy calls whatever the size.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,7 +43,8 @@ class Pattern:
     def rows(self) -> sp.csr_array:
         """The pattern as a ``(size, n_inputs)`` boolean CSR matrix (computed once)."""
         if self._rows is None:
-            self._rows = take_rows(self.base, self.rowmap)
+            # rowmap is set: without one, _rows is base from the start
+            self._rows = take_rows(self.base, cast(np.ndarray, self.rowmap))
         return self._rows
 
     def take(self, index: np.ndarray) -> Pattern:
@@ -169,7 +171,7 @@ def fibres(shape: Sequence[int], axes: Sequence[int]) -> sp.csr_array:
     nout = int(np.prod([shape[a] for a in keep]))
     fibre = int(np.prod([shape[a] for a in axes]))
     indptr = np.arange(nout + 1, dtype=np.int64) * fibre
-    cols = pos.reshape(nout, fibre)
+    cols: np.ndarray = pos.reshape(nout, fibre)
     cols = np.sort(cols, axis=1).ravel()
     return _csr(indptr, cols, (nout, int(np.prod(shape))))
 

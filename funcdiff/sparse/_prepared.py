@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -403,7 +403,7 @@ class SparseJacobian(_Prepared):
         if coloring.kind == "row":
             seeds = tensor(coloring.seeds(m).reshape((k,) + out.data.shape))
             (g,) = grad([out], [xt], [seeds], is_grads_batched=True, create_graph=True)
-            return np.reshape(g, (k, n))
+            return np.reshape(cast(Tensor, g), (k, n))  # not allow_unused: never None
         seeds = tensor(coloring.seeds(n).reshape((k,) + xt.data.shape))
         (t,) = push_forward([out], {xt._gradient_edge(): seeds}, create_graph=True, batched=True)
         return None if t is None else np.reshape(t, (k, m))
@@ -501,6 +501,7 @@ class SparseHessian(_Prepared):
         xt = tensor(x, requires_grad=True)
         out, tracer = run_traced(self.f, (xt,), args, hessian=True)
         _scalar(_output(out, "funcdiff.sparse.prepare_hessian"))
+        assert tracer.acc is not None  # traced with hessian=True
         pattern = tracer.acc.pattern()
         self.info["detection_seconds"] = time.perf_counter() - start
         self.info["dense_ops"] = sorted(set(tracer.fallbacks))
