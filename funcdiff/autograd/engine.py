@@ -317,6 +317,10 @@ def run_backward(
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
     check_nan = ANOMALY[0] and ANOMALY[1]
+    # The chain path below skips the per-node checks: taken only without create_graph
+    # and without anomaly detection (nodes with Node hooks take the general way too).
+    chain_ok = not create_graph and not check_nan
+    post_hooks = None  # the running node's register_hook hooks, when it has any
     node = None  # the node to run next, when known without the heap
     grads: list = []
     try:
@@ -330,16 +334,16 @@ def run_backward(
             if lazy and node in lazy:
                 lazy.discard(node)
                 _materialize(node, grads, capture)
-            post_hooks = None
             if node.pre_hooks or node.retained:
                 post_hooks = _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
             if capture and node in capture:
                 for nr in capture[node]:
                     captured[(node, nr)] = grads[nr]
                 if stop_at_targets:
-                    node = None
+                    node = post_hooks = None
                     continue
             if not edges:
+                post_hooks = None
                 if accumulate and type(node) is AccumulateGrad:
                     if targets is None or node in capture:
                         t = node.variable
@@ -351,16 +355,14 @@ def run_backward(
                 node = None
                 continue
             if runnable is not None and node not in runnable:
-                node = None
+                node = post_hooks = None
                 continue  # nothing it leads to is wanted
             if len(grads) > 1:
                 _fill_missing(node, grads, create_graph, batch_shape)
             sole_input = len(edges) == 1
-            if sole_input and len(grads) == 1 and not create_graph and post_hooks is None:
+            if sole_input and len(grads) == 1 and chain_ok and post_hooks is None:
                 # A link of a chain, the commonest node: one cotangent in, one out.
                 g = node.run_single(grads[0], retain_graph)
-                if check_nan:
-                    _check_nan(node, (g,))
                 child = edges[0][0]
                 meta = child.out_meta
                 # An input that already holds a cotangent, the usual reason to take the
@@ -386,6 +388,7 @@ def run_backward(
                     _check_nan(node, in_grads)
                 if post_hooks is not None:
                     in_grads = _run_node_post_hooks(node, post_hooks, in_grads, grads)
+                    post_hooks = None
             node = None
             for (child, nr), g in zip(edges, in_grads):
                 if g is not None:
