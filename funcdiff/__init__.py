@@ -12,17 +12,14 @@ tensor([ 0.75, 12.  ], grad_fn=<MultiplyBackward>)
 tensor([ 0., 12.])
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from funcdiff import (
     _methods,  # noqa: F401  (installs the Tensor's operators and methods)
     autograd,
-    functional,
-    linalg,
-    optimize,
-    replay,
-    signal,
-    sparse,
-    special,
-    stats,
 )
 from funcdiff import rules as _rules  # noqa: F401  (registers every derivative rule)
 from funcdiff._core.tensor import Tensor, as_tensor, tensor
@@ -40,15 +37,28 @@ from funcdiff.autograd import (  # noqa: F401  (exported by *autograd.__all__ be
     once_differentiable,
     set_grad_enabled,
 )
-from funcdiff.check import (
-    DerivativeReport,
-    GradcheckError,
-    check_derivatives,
-    gradcheck,
-    gradgradcheck,
-)
-from funcdiff.sparse import hessian as sparse_hessian
-from funcdiff.sparse import jacobian as sparse_jacobian
+
+if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
+    from funcdiff import (
+        check,  # noqa: F401  (an attribute, as before; not in __all__)
+        functional,
+        linalg,
+        optimize,
+        replay,
+        signal,
+        sparse,
+        special,
+        stats,
+    )
+    from funcdiff.check import (
+        DerivativeReport,
+        GradcheckError,
+        check_derivatives,
+        gradcheck,
+        gradgradcheck,
+    )
+    from funcdiff.sparse import hessian as sparse_hessian
+    from funcdiff.sparse import jacobian as sparse_jacobian
 
 __version__ = "0.1.0"
 
@@ -74,3 +84,35 @@ __all__ = [
     "DerivativeReport",
     *autograd.__all__,  # grad, backward, Function, the grad modes
 ]
+
+# The transforms, the checker and the SciPy wrappers are imported when first named
+# (``fd.sparse``, ``fd.check_derivatives``, ``from funcdiff import stats``): together
+# with the SciPy submodules they need, they cost several times ``import numpy``, which
+# every command-line call and worker process would otherwise pay.
+_SUBMODULES = frozenset(
+    {"check", "functional", "linalg", "optimize", "replay", "signal", "sparse", "special", "stats"}
+)
+_LAZY_NAMES = {
+    "DerivativeReport": ("funcdiff.check", "DerivativeReport"),
+    "GradcheckError": ("funcdiff.check", "GradcheckError"),
+    "check_derivatives": ("funcdiff.check", "check_derivatives"),
+    "gradcheck": ("funcdiff.check", "gradcheck"),
+    "gradgradcheck": ("funcdiff.check", "gradgradcheck"),
+    "sparse_hessian": ("funcdiff.sparse", "hessian"),
+    "sparse_jacobian": ("funcdiff.sparse", "jacobian"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        return importlib.import_module(f"funcdiff.{name}")  # binds the attribute too
+    if name in _LAZY_NAMES:
+        module, attribute = _LAZY_NAMES[name]
+        value = getattr(importlib.import_module(module), attribute)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'funcdiff' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SUBMODULES, *_LAZY_NAMES})

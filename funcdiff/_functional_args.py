@@ -25,9 +25,14 @@ from funcdiff._core.tensor import Tensor, as_tensor
 from funcdiff.autograd import grad
 
 __all__ = [
+    "argnum_positions",
     "as_tuple",
     "autograd_grad",
+    "check_argnums",
+    "check_callable",
+    "check_choice",
     "check_chunk_size",
+    "check_positive_int",
     "check_requires_grad",
     "check_strategy",
     "fill_in_zeros",
@@ -308,3 +313,84 @@ def check_chunk_size(chunk_size: Any) -> None:
         or chunk_size <= 0
     ):
         raise ValueError(f"chunk_size must be None or a positive integer, got {chunk_size!r}.")
+
+
+# --------------------------------------------------------------------------- transform options
+# The checks that funcdiff.sparse, funcdiff.replay and the other whole-function transforms
+# share, with one wording.
+def check_callable(f: Any, name: str = "f") -> None:
+    """Refuse a function argument that cannot be called.
+
+    Examples
+    --------
+    >>> check_callable(3, "f")
+    Traceback (most recent call last):
+    TypeError: f must be callable, got int
+    """
+    if not callable(f):
+        raise TypeError(f"{name} must be callable, got {type(f).__name__}")
+
+
+def check_argnums(argnums: Any) -> tuple[int, ...]:
+    """The positions ``argnums`` names (an int, or a tuple of ints), or a TypeError.
+
+    Examples
+    --------
+    >>> check_argnums(1), check_argnums((0, 2))
+    ((1,), (0, 2))
+    >>> check_argnums([0])
+    Traceback (most recent call last):
+    TypeError: argnums must be an int or a tuple of ints, got [0]
+    """
+    items = argnums if isinstance(argnums, tuple) else (argnums,)
+    if not all(isinstance(a, int) and not isinstance(a, bool) for a in items):
+        raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
+    return items
+
+
+def argnum_positions(argnums: Any, nargs: int) -> set[int]:
+    """The non-negative positions ``argnums`` names in a call with ``nargs`` positional
+    arguments, or a TypeError naming one that is out of range.
+
+    Examples
+    --------
+    >>> sorted(argnum_positions((0, -1), 3))
+    [0, 2]
+    """
+    positions = set()
+    for i in check_argnums(argnums):
+        if i >= nargs or i < -nargs:
+            raise TypeError(
+                f"argnums {argnums!r} names argument {i}, but the call has "
+                f"{nargs} positional arguments"
+            )
+        positions.add(i % nargs)
+    return positions
+
+
+def check_choice(value: Any, name: str, choices: Sequence[str]) -> None:
+    """Refuse a string option that is none of ``choices``.
+
+    Examples
+    --------
+    >>> check_choice("maybe", "mode", ("auto", "forward", "reverse"))
+    Traceback (most recent call last):
+    ValueError: mode must be 'auto', 'forward' or 'reverse', got 'maybe'
+    """
+    if not isinstance(value, str) or value not in choices:
+        quoted = [repr(c) for c in choices]
+        listed = quoted[0] if len(quoted) == 1 else f"{', '.join(quoted[:-1])} or {quoted[-1]}"
+        raise ValueError(f"{name} must be {listed}, got {value!r}")
+
+
+def check_positive_int(value: Any, name: str) -> None:
+    """Refuse a count that is not a positive integer.
+
+    Examples
+    --------
+    >>> check_positive_int(0, "max_traces")
+    Traceback (most recent call last):
+    ValueError: max_traces must be a positive integer, got 0
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")

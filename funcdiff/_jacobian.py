@@ -32,7 +32,7 @@ from typing import Any, cast
 import numpy as np
 
 from funcdiff._core.structured import identity_rows
-from funcdiff._core.tensor import Tensor, tensor, wrap
+from funcdiff._core.tensor import Tensor, gradient_edge, tensor, wrap
 from funcdiff.autograd import Function, grad
 from funcdiff.autograd.forward import push_forward
 from funcdiff.autograd.function import FunctionNode
@@ -275,23 +275,32 @@ def _passes(
 
 # --------------------------------------------------------------------------- forward mode
 def push_tangents(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
-    v: tuple[Tensor, ...] | None,
+    outputs: Sequence[Tensor],
+    inputs: Sequence[Tensor],
+    v: Sequence[Tensor | np.ndarray] | None,
     create_graph: bool,
     batched: bool = False,
 ) -> list[Tensor | None]:
     """Forward mode: the tangents of ``outputs`` for tangents ``v`` of ``inputs``.
 
-    ``v`` holds Tensors (None: ones, for a single one-element input), with one leading
-    batch axis when ``batched``. Returns one Tensor per output, None where an output
-    does not depend on the inputs.
+    ``v`` holds Tensors or ndarrays (None: ones, for a single one-element input), with
+    one leading batch axis when ``batched``; under ``create_graph`` the tangent
+    computation is recorded, so ``v`` should be Tensors. Returns one Tensor per
+    output, None where an output does not depend on the inputs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([0.0, 1.0], requires_grad=True)
+    >>> push_tangents((np.sin(x) * x,), (x,), (np.ones(2),), create_graph=False)
+    [tensor([0.        , 1.38177329])]
     """
     if v is None:
         v = tuple(cast(Tensor, np.ones_like(t)) for t in inputs)
     seeds = {}
     for inp, t in zip(inputs, v, strict=True):
-        seeds[inp._gradient_edge()] = t if create_graph else t.data
+        seeds[gradient_edge(inp)] = t if create_graph or not isinstance(t, Tensor) else t.data
     pushed = push_forward(outputs, seeds, create_graph=create_graph, batched=batched)
     if create_graph:
         return pushed
@@ -378,46 +387,71 @@ def jacobian_reverse(
 
 
 def jacobian_forward(
-    outputs: tuple[Tensor, ...],
-    inputs: tuple[Tensor, ...],
+    outputs: Sequence[Any],
+    inputs: Sequence[Tensor],
     vectorize: bool,
     chunk_size: int | None,
+    create_graph: bool = False,
 ) -> tuple[tuple[Tensor, ...], ...]:
     """Columns of the Jacobian as tangents ``J e_k`` pushed through the recorded graph.
 
     With ``vectorize`` a batch of basis tangents (``chunk_size`` of them, all by
-    default) goes through in one pass; otherwise one column per pass.
+    default) goes through in one pass; otherwise one column per pass. Returns blocks
+    ``J[i][j]`` of shape ``out_i.shape + in_j.shape``; an output that is not a Tensor
+    requiring grad has zero blocks. With ``create_graph`` the tangents and the
+    assembly of the blocks are recorded operations on Tensors (which a tracer sees).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import funcdiff as fd
+    >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+    >>> ((block,),) = jacobian_forward((x * x,), (x,), vectorize=True, chunk_size=None)
+    >>> block
+    tensor([[2., 0.],
+            [0., 4.]])
     """
     offsets = [0]
     for inp in inputs:
         offsets.append(offsets[-1] + inp.size)
     total = offsets[-1]
     step = (chunk_size or max(total, 1)) if vectorize else 1
-    pieces: list[list[np.ndarray]] = [[] for _ in outputs]
+    shapes = [o.shape if isinstance(o, (Tensor, np.ndarray)) else np.shape(o) for o in outputs]
+    live = [i for i, o in enumerate(outputs) if isinstance(o, Tensor) and o.requires_grad]
+    pieces: list[list[Any]] = [[] for _ in outputs]
     for start in range(0, total, step):
         stop = min(start + step, total)
         seeds: dict = {}
         for j, inp in enumerate(inputs):
             if offsets[j] < stop and start < offsets[j + 1]:
                 rows = basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
-                seeds[inp._gradient_edge()] = rows if vectorize else rows[0]
-        pushed = push_forward(outputs, seeds, create_graph=False, batched=vectorize)
-        for i, (out, t) in enumerate(zip(outputs, pushed, strict=True)):
-            shape = (stop - start, out.size)
+                seed = rows if vectorize else rows[0]
+                seeds[gradient_edge(inp)] = wrap(seed, False, None, 0) if create_graph else seed
+        pushed: list[Any] = [None] * len(outputs)
+        live_outputs = [outputs[i] for i in live]
+        tangents = push_forward(live_outputs, seeds, create_graph=create_graph, batched=vectorize)
+        for i, t in zip(live, tangents, strict=True):
+            pushed[i] = t
+        for i, out in enumerate(outputs):
+            t = pushed[i]
+            shape = (stop - start, math.prod(shapes[i]))
             if t is None:
-                t = np.zeros(shape, out.dtype if out.dtype.kind == "f" else inputs[0].dtype)
+                dtype = out.dtype if hasattr(out, "dtype") else np.result_type(out)
+                t = np.zeros(shape, dtype if dtype.kind == "f" else inputs[0].dtype)
+                if create_graph:
+                    t = wrap(t, False, None, 0)
             pieces[i].append(t.reshape(shape))
     jac = []
-    for i, out in enumerate(outputs):
+    for i in range(len(outputs)):
         # Rows are input elements: transposed, the columns of input j are its block.
         # (Array methods, not np.moveaxis and np.reshape: on small problems their
         # argument normalisation costs more than the arithmetic.)
-        columns = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
-        out_shape = out.shape
-        entries = []
+        columns: Any = (np.concatenate(pieces[i]) if len(pieces[i]) > 1 else pieces[i][0]).T
+        out_shape = shapes[i]
+        entries: list[Tensor] = []
         for j, inp in enumerate(inputs):
-            block = columns[:, offsets[j] : offsets[j + 1]]
-            entries.append(wrap(block.reshape(out_shape + inp.shape), False, None, 0))
+            block = columns[:, offsets[j] : offsets[j + 1]].reshape(out_shape + inp.shape)
+            entries.append(block if create_graph else wrap(block, False, None, 0))
         jac.append(tuple(entries))
     return tuple(jac)
 
@@ -565,7 +599,7 @@ def jvp(
     >>> jvp([x * x], [x], [np.array([1.0, 1.0])])
     [array([2., 4.])]
     """
-    seeds = {t._gradient_edge(): d for t, d in zip(ins, dirs, strict=True)}
+    seeds = {gradient_edge(t): d for t, d in zip(ins, dirs, strict=True)}
     pushed = iter(
         push_forward(
             [o for o in outs if isinstance(o, Tensor)], seeds, create_graph=False, batched=batched

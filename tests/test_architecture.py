@@ -222,6 +222,119 @@ def test_no_private_name_imported_across_packages() -> None:
     assert reached - ALLOWED_PRIVATE_IMPORTS == set()
 
 
+def _is_private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_private_module_imported_across_packages() -> None:
+    # ``funcdiff.replay._tracer`` is replay's own: another package (sparse) uses what
+    # replay makes public (``funcdiff.replay.program``). A private module of the top
+    # package (``funcdiff._jacobian``) serves the whole package.
+    _, imports = _graph()
+    reached = set()
+    for m, found in imports.items():
+        for target, _name in found:
+            owner = target.rpartition(".")[0]
+            if _is_private(target.rpartition(".")[2]) and not (
+                m == owner or m.startswith(owner + ".")
+            ):
+                reached.add((m, target))
+    assert reached == set()
+
+
+def _module_attributes(
+    source: str, module: str, package: str, modules: set[str]
+) -> list[tuple[str, str, int]]:
+    """``(module, attribute, line)`` for every ``name.attribute`` read where ``name`` is
+    bound to a funcdiff module (``from funcdiff._core import grad_mode``,
+    ``import funcdiff.ops.dispatch as dispatch``, ``funcdiff.replay._tracer``)."""
+    tree = ast.parse(source)
+    bound: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname and alias.name in modules:
+                    bound[alias.asname] = alias.name
+                elif not alias.asname and alias.name.split(".")[0] == "funcdiff":
+                    bound["funcdiff"] = "funcdiff"
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[: len(parts) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            for alias in node.names:
+                if f"{base}.{alias.name}" in modules:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+
+    def resolve(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return bound.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            outer = resolve(expr.value)
+            if outer is not None and f"{outer}.{expr.attr}" in modules:
+                return f"{outer}.{expr.attr}"
+        return None
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            target = resolve(node.value)
+            if target is not None:
+                found.append((target, node.attr, node.lineno))
+    return found
+
+
+def test_no_private_module_attribute_reached_across_packages() -> None:
+    # ``grad_mode._state`` from ops was such a reach: what another package needs is
+    # public in its module (``grad_mode.thread_state``, ``tracing.current_tracer``).
+    sources = _sources()
+    modules = set(sources)
+    reached = {
+        (m, f"{target}.{attr}", line)
+        for m, path in sources.items()
+        for target, attr, line in _module_attributes(path.read_text(), m, _package_of(m), modules)
+        if _is_private(attr) and _package_of(target) != _package_of(m)
+    }
+    assert reached == set()
+
+
+#: The packages that own the Tensor's private state: the core defines it, the
+#: operations and the engine build and rebase graphs with it, ``_methods`` installs the
+#: operators. Everything else uses the public API (``requires_grad``, ``gradient_edge``).
+TENSOR_STATE_OWNERS = ("funcdiff._core", "funcdiff.ops", "funcdiff.autograd", "funcdiff._methods")
+
+
+def test_the_tensors_private_state_stays_with_its_owners() -> None:
+    private = {n for n in fd.Tensor.__slots__ if _is_private(n)} | {
+        n for n in vars(fd.Tensor) if _is_private(n)
+    }
+    reached = set()
+    for m, path in _sources().items():
+        if any(m == o or m.startswith(o + ".") for o in TENSOR_STATE_OWNERS):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute) and node.attr in private:
+                reached.add((m, node.attr, node.lineno))
+    assert reached == set()
+
+
+def test_the_checks_see_a_private_reach() -> None:
+    modules = set(_sources())
+    # The same reading, on a module that reaches in (as sparse once did).
+    source = (
+        "from funcdiff._core import grad_mode\n"
+        "import funcdiff.replay._tracer as tracer_module\n"
+        "x = grad_mode._state.tracer\n"
+        "y = grad_mode.thread_state\n"
+        "z = tracer_module.CALL\n"
+    )
+    found = _module_attributes(source, "funcdiff.sparse._probe", "funcdiff.sparse", modules)
+    assert ("funcdiff._core.grad_mode", "_state", 3) in found
+    assert ("funcdiff.replay._tracer", "CALL", 5) in found
+    assert not any(attr == "thread_state" and _is_private(attr) for _, attr, _ in found)
+
+
 def test_tensor_has_its_operators_from_the_method_table() -> None:
     from funcdiff import _methods
 

@@ -1,22 +1,19 @@
 """Every kind of bad input in the catalogue gets its exact exception and message.
 
-The entries live in ``tests/bad_input_catalogue.py``; ``docs/bad_input.rst`` is rendered
+The entries live in ``tests/support/bad_input_catalogue.py``; ``docs/bad_input.rst`` is rendered
 from them, and ``test_docs_page_is_in_sync`` keeps the page honest.
 """
 
 from __future__ import annotations
 
-import sys
 import traceback
 from pathlib import Path
 
 import numpy as np
 import pytest
+from support import bad_input_catalogue as cat
 
 import funcdiff as fd
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bad_input_catalogue as cat  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "bad_input.rst"
@@ -110,10 +107,12 @@ def test_the_user_exception_keeps_its_traceback_and_no_state_leaks() -> None:
 
 def test_docs_page_is_in_sync() -> None:
     expected = cat.render_rst()
-    assert PAGE.exists(), "run: python tests/bad_input_catalogue.py --write docs/bad_input.rst"
+    assert PAGE.exists(), (
+        "run: python tests/support/bad_input_catalogue.py --write docs/bad_input.rst"
+    )
     assert PAGE.read_text(encoding="utf-8") == expected, (
         "docs/bad_input.rst is out of date: "
-        "python tests/bad_input_catalogue.py --write docs/bad_input.rst"
+        "python tests/support/bad_input_catalogue.py --write docs/bad_input.rst"
     )
 
 

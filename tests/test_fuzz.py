@@ -1,7 +1,7 @@
 """Random programs against finite differences: the CI budget, and what the fuzzer found.
 
-The generator and the checks live in ``tests/fuzz_programs.py`` (run the long budget with
-``python tests/fuzz_programs.py --programs 10000``). Here hypothesis draws a fixed,
+The generator and the checks live in ``tests/support/fuzz_programs.py`` (run the long budget with
+``python tests/support/fuzz_programs.py --programs 10000``). Here hypothesis draws a fixed,
 derandomized set of programs; a failure is shrunk to a minimal program, printed as a
 self-contained script. Every failure the fuzzer has found is a named test below, with
 its minimal program.
@@ -10,18 +10,14 @@ its minimal program.
 from __future__ import annotations
 
 import dataclasses
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from support import fuzz_programs as fp
 
 import funcdiff as fd
 from funcdiff.rules import UFUNC_RULES
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fuzz_programs as fp  # noqa: E402
 
 CI_PROGRAMS = 300
 

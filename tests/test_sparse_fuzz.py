@@ -1,24 +1,19 @@
 """Sparsity patterns of random NumPy programs cover their dense Jacobians and Hessians.
 
-The programs are those of ``fuzz_programs.py`` (elementwise and special functions,
+The programs are those of ``tests/support/fuzz_programs.py`` (elementwise and special functions,
 broadcasting, reductions, indexing and in-place assignment, shape functions, products
 and linear algebra), with all their inputs flattened into one vector.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
+from support import fuzz_programs as fp
 
 import funcdiff as fd
 import funcdiff.sparse as fs
 from funcdiff.functional import hessian, jacobian
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import fuzz_programs as fp  # noqa: E402
 
 #: Programs checked in the fast tier; the slow tier checks many more.
 SEEDS = [*range(30), *(pytest.param(s, marks=pytest.mark.slow) for s in range(30, 150))]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = [
+    "thread_state",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",
@@ -23,36 +24,19 @@ __all__ = [
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-class _ThreadState(threading.local):
-    # Class attributes are the per-thread defaults: a new thread starts with grad on.
-    grad_enabled = True
-    inference = False
-    # Who watches the program, None when nobody does: a tracer sees every operation
-    # (``funcdiff.sparse`` detects patterns with one), an observer every conversion of a
-    # Tensor to a Python value or an ndarray (the branches a program takes).
-    tracer: Any = None
-    observer: Any = None
+class ThreadState(threading.local):
+    """This thread's grad mode. Class attributes are the per-thread defaults: a new
+    thread starts with grad on."""
+
+    grad_enabled: bool = True
+    inference: bool = False
 
 
-_state = _ThreadState()
-
-#: How many threads have a tracer installed. The fast operator path reads this plain
-#: global, not the thread-local slot, so that no tracer costs it next to nothing; a
-#: thread that traces sends every thread's operations down the general path, which
-#: reads its own thread's slot.
-TRACING = [0]
-_tracing_lock = threading.Lock()
-
-
-def install_tracer(tracer: Any) -> None:
-    """Make ``tracer`` (or None, to remove it) this thread's tracer and observer."""
-    with _tracing_lock:
-        if tracer is not None and _state.tracer is None:
-            TRACING[0] += 1
-        elif tracer is None and _state.tracer is not None:
-            TRACING[0] -= 1
-        _state.tracer = tracer
-        _state.observer = tracer
+#: This thread's grad mode. Public for the hot paths of ``ops`` and ``autograd``, which
+#: read (and the engine set) ``thread_state.grad_enabled`` inline; everything else calls
+#: :func:`is_grad_enabled` or uses the context managers. The tracer and observer slots
+#: are :mod:`funcdiff._core.tracing`'s.
+thread_state = ThreadState()
 
 
 def is_grad_enabled() -> bool:
@@ -67,12 +51,12 @@ def is_grad_enabled() -> bool:
     ...     fd.is_grad_enabled()
     False
     """
-    return _state.grad_enabled
+    return thread_state.grad_enabled
 
 
 def is_inference_mode_enabled() -> bool:
     """Return True inside an active ``inference_mode`` block."""
-    return _state.inference
+    return thread_state.inference
 
 
 class _GradModeContext:
@@ -101,11 +85,11 @@ class _GradModeContext:
         raise NotImplementedError
 
     def __enter__(self) -> None:
-        self._saved = (_state.grad_enabled, _state.inference)
+        self._saved = (thread_state.grad_enabled, thread_state.inference)
         self._enter_mode()
 
     def __exit__(self, *exc: object) -> None:
-        _state.grad_enabled, _state.inference = self._saved
+        thread_state.grad_enabled, thread_state.inference = self._saved
 
     def __call__(self, func: F) -> F:
         @functools.wraps(func)
@@ -138,7 +122,7 @@ class no_grad(_GradModeContext):
     _bare_decorator = True
 
     def _enter_mode(self) -> None:
-        _state.grad_enabled = False
+        thread_state.grad_enabled = False
 
 
 class enable_grad(_GradModeContext):
@@ -158,7 +142,7 @@ class enable_grad(_GradModeContext):
     _bare_decorator = True
 
     def _enter_mode(self) -> None:
-        _state.grad_enabled = True
+        thread_state.grad_enabled = True
 
 
 class set_grad_enabled(_GradModeContext):
@@ -181,22 +165,22 @@ class set_grad_enabled(_GradModeContext):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled(mode) expects a bool, got {type(mode).__name__}")
         self.mode = mode
-        self._saved = (_state.grad_enabled, _state.inference)
-        _state.grad_enabled = mode
+        self._saved = (thread_state.grad_enabled, thread_state.inference)
+        thread_state.grad_enabled = mode
 
     def __enter__(self) -> None:
         # The mode was already set by __init__; only remember what to restore.
         pass
 
     def _enter_mode(self) -> None:
-        _state.grad_enabled = self.mode
+        thread_state.grad_enabled = self.mode
 
     def _init_args(self) -> tuple[Any, ...]:
         return (self.mode,)
 
     def __call__(self, func: F) -> F:
         # Decorating must not leave the mode changed by __init__.
-        _state.grad_enabled, _state.inference = self._saved
+        thread_state.grad_enabled, thread_state.inference = self._saved
         return super().__call__(func)
 
 
@@ -221,8 +205,8 @@ class inference_mode(_GradModeContext):
 
     def _enter_mode(self) -> None:
         if self.mode:
-            _state.grad_enabled = False
-            _state.inference = True
+            thread_state.grad_enabled = False
+            thread_state.inference = True
 
     def _init_args(self) -> tuple[Any, ...]:
         return (self.mode,)

@@ -17,19 +17,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, cast
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT
 from funcdiff._core.conversions import scipy_advice, scipy_caller
 from funcdiff._core.graph import AccumulateGrad, Node
 
-__all__ = [
-    "Tensor",
-    "tensor",
-    "as_tensor",
-    "wrap",
-    "RemovableHandle",
-    "values_read",
-]
+__all__ = ["Tensor", "tensor", "as_tensor", "wrap", "gradient_edge", "RemovableHandle"]
+__all__ += ["values_read"]
 
 _DIFFERENTIABLE_KINDS = "fc"
 _NUMERIC_KINDS = "biufc"
@@ -354,8 +348,10 @@ class Tensor:
         """
         out = wrap(self.data, False, None, 0)
         out._version_owner = self._version_owner if self._version_owner is not None else self
-        if grad_mode.TRACING[0] and grad_mode._state.tracer is not None:
-            grad_mode._state.tracer.derived(out, (self,))
+        if tracing.TRACING[0]:
+            tracer = tracing.current_tracer()
+            if tracer is not None:
+                tracer.derived(out, (self,))
         return out
 
     def detach_(self) -> Tensor:
@@ -373,7 +369,7 @@ class Tensor:
             raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
         if self.grad_fn is None or self._retains_grad:
             return
-        tracer = grad_mode._state.tracer
+        tracer = tracing.current_tracer()
         if tracer is not None:
             tracer.refuse("retain_grad")
         import weakref
@@ -404,7 +400,7 @@ class Tensor:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if not callable(hook):
             raise TypeError(f"register_hook expects a callable, got {_type_name(hook)}")
-        tracer = grad_mode._state.tracer
+        tracer = tracing.current_tracer()
         if tracer is not None:
             tracer.refuse("register_hook")
         node, nr = self._gradient_edge()
@@ -444,7 +440,8 @@ class Tensor:
         return RemovableHandle(node.post_accumulate, hook)
 
     def _gradient_edge(self) -> tuple[Node, int]:
-        """The (node, output index) whose incoming gradient is this tensor's gradient."""
+        """The (node, output index) whose incoming gradient is this tensor's gradient
+        (:func:`gradient_edge`)."""
         if self.grad_fn is not None:
             return self.grad_fn, self._output_nr
         if self._accumulator is None:
@@ -676,7 +673,7 @@ _new_object = object.__new__
 def _observed(t: Tensor, kind: str, value: Any) -> None:
     """Report a conversion of ``t`` to a Python value or ndarray to this thread's
     observer, if any (``funcdiff.sparse`` and ``funcdiff.replay`` guard on them)."""
-    observer = grad_mode._state.observer
+    observer = tracing.current_observer()
     if observer is not None:
         observer.concretize(t, kind, value)
 
@@ -692,8 +689,7 @@ def values_read(x: Any) -> Any:
     """
     if not isinstance(x, Tensor):
         return x
-    state = grad_mode._state
-    if state.tracer is not None or state.observer is not None:
+    if tracing.is_watched():
         return x.detach()
     return x.data
 
@@ -723,6 +719,12 @@ def wrap(data: np.ndarray, requires_grad: bool, grad_fn: Node | None, output_nr:
     t._retains_grad = False
     t._view_of = None
     return t
+
+
+def gradient_edge(t: Tensor) -> tuple[Node, int]:
+    """The graph edge ``(node, output index)`` where ``t``'s gradient arrives: the node
+    that computed it, or a leaf's accumulator. Forward mode seeds tangents there."""
+    return t._gradient_edge()
 
 
 def _rebuild(data: np.ndarray, requires_grad: bool) -> Tensor:

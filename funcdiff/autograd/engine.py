@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import (
     ANOMALY,
     AccumulateGrad,
@@ -35,7 +35,7 @@ from funcdiff._core.tensor import Tensor, wrap
 
 __all__ = ["backward", "grad"]
 
-_state = grad_mode._state
+_state = grad_mode.thread_state
 _getrefcount = sys.getrefcount
 # References to an accumulated cotangent that only the engine holds: the buffer list,
 # the local name, and getrefcount's own argument.
@@ -313,7 +313,7 @@ def run_backward(
     previous_mode = _state.grad_enabled
     # A tracer that records a first-order backward pass needs its NumPy calls on
     # Tensors (create_graph) but no graph of them: it sets ``graph_free``.
-    tracer = _state.tracer
+    tracer = tracing.current_tracer()
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
     check_nan = ANOMALY[0] and ANOMALY[1]

@@ -28,7 +28,7 @@ from funcdiff.autograd.engine import grad
 
 __all__ = ["push_forward", "transpose_vjp", "NotTransposable"]
 
-_state = grad_mode._state
+_state = grad_mode.thread_state
 
 
 class NotTransposable(RuntimeError):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import (
     AFTER_INPLACE,
     FREED_GRAPH_MESSAGE,
@@ -437,7 +437,7 @@ class Function:
                     o._output_nr = i
             for t in ctx._dirty:
                 AFTER_INPLACE[0](t, None)  # its views, and its base if it is a view
-        tracer = grad_mode._state.tracer
+        tracer = tracing.current_tracer()
         if tracer is not None:
             # Its derivative is its backward, which the tracer cannot read: a tracer
             # treats every output as depending on every Tensor input.

@@ -44,20 +44,28 @@ pass; Hessians come from double backward; Jacobian-vector products from the
 double-backward trick.
 """
 
-# Modules, each importing only from those before it in this list (sweep refers to
-# report's PairResult for type checking only): errors, values, precision, formatting
-# (shared basics); derivatives (AD on a recorded graph); targets (what is
-# differentiated); analytical (the derivative under test: AD or the user's jac/hess);
-# finite_differences; sweep; report; judge (one block's verdict);
-# projection (fast mode's certified projections); blocks (every block of a target);
-# consistency (checks without finite differences); derivative_check
-# (check_derivatives); gradcheck_case, gradcheck_analytical, gradcheck_fast; gradcheck
+# Two families, each module importing only from those before it in its list.
+# Shared by both: _common (the exception, values, formatting, precision, complex
+# functions).
+# check_derivatives: targets (what is differentiated); finite_differences (quotients,
+# error estimates, the step sweep's quotients); results (the report and its records);
+# analytical (the derivative under test: AD or the user's jac/hess); judge (one block's
+# verdict); projection (fast mode's certified projections); blocks (every block of a
+# target); consistency (checks without finite differences); derivative_check
+# (check_derivatives).
+# torch's checks, in the gradcheck package: gradcheck.jacobians (the case, the numerical
+# Jacobian, the analytical side's checks); gradcheck.fast (fast mode); gradcheck itself
 # (gradcheck, gradgradcheck).
+from funcdiff.check._common import GradcheckError
 from funcdiff.check.derivative_check import check_derivatives
-from funcdiff.check.errors import GradcheckError
 from funcdiff.check.gradcheck import gradcheck, gradgradcheck
-from funcdiff.check.report import ConsistencyCheck, DerivativeReport, ElementResult, PairResult
-from funcdiff.check.sweep import StepSweep
+from funcdiff.check.results import (
+    ConsistencyCheck,
+    DerivativeReport,
+    ElementResult,
+    PairResult,
+    StepSweep,
+)
 
 __all__ = [
     "GradcheckError",

@@ -17,8 +17,8 @@ import numpy as np
 
 from funcdiff._core.tensor import Tensor
 from funcdiff._jacobian import jacobian_rows, vjp
+from funcdiff.check._common import as_array
 from funcdiff.check.targets import FirstOrderTarget, Problem, SecondOrderTarget, func_name
-from funcdiff.check.values import as_array
 
 __all__ = ["ADJacobian", "Analytical", "UserGradientTarget", "UserHessian", "UserJacobian"]
 

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff.check._common import default_rtol, indexed_name, lowest_precision
 from funcdiff.check.analytical import Analytical
 from funcdiff.check.finite_differences import elementwise_differences, step_base
-from funcdiff.check.formatting import indexed_name
 from funcdiff.check.judge import judge_block
-from funcdiff.check.precision import default_rtol, lowest_precision
 from funcdiff.check.projection import MIN_SIZE, ProjectionOutcome, project_blocks
-from funcdiff.check.report import PairResult
+from funcdiff.check.results import PairResult
 from funcdiff.check.targets import Target
 
 __all__ = ["check_blocks"]

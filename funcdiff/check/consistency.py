@@ -18,9 +18,9 @@ from funcdiff._core.tensor import Tensor
 from funcdiff._jacobian import double_backward_jvp as jvp
 from funcdiff._jacobian import jacobian_rows, vjp
 from funcdiff.autograd import enable_grad
-from funcdiff.check.report import ConsistencyCheck
+from funcdiff.check._common import as_array
+from funcdiff.check.results import ConsistencyCheck
 from funcdiff.check.targets import SecondOrderTarget
-from funcdiff.check.values import as_array
 
 __all__ = ["dot_product_check", "forward_values_check", "second_order_checks"]
 

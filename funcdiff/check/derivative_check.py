@@ -5,20 +5,26 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from funcdiff._core.tensor import tensor
 from funcdiff.autograd import enable_grad
+from funcdiff.check._common import (
+    any_complex,
+    as_array,
+    default_rtol,
+    lowest_precision,
+    machine_eps,
+    realify,
+)
 from funcdiff.check.analytical import ADJacobian, UserGradientTarget, UserHessian, UserJacobian
 from funcdiff.check.blocks import check_blocks
-from funcdiff.check.complex_values import any_complex, realify
 from funcdiff.check.consistency import forward_values_check, second_order_checks
-from funcdiff.check.precision import default_rtol, lowest_precision, machine_eps
-from funcdiff.check.report import ConsistencyCheck, DerivativeReport
+from funcdiff.check.results import ConsistencyCheck, DerivativeReport, PairResult
 from funcdiff.check.targets import FirstOrderTarget, Problem, SecondOrderTarget, probe_complex
-from funcdiff.check.values import as_array
 
 __all__ = ["check_derivatives"]
 
@@ -143,6 +149,56 @@ def check_derivatives(
     'energy (jac: energy_grad)'
     """
     start = time.perf_counter()
+    _check_arguments(order, method, rtol, atol, step, jac, hess)
+    if any_complex(inputs):
+        func, inputs, argnums = _realified(func, inputs, argnums, method, jac, hess)
+    problem = Problem(func, inputs, argnums)
+    run = _Run(method, rtol, atol, fast_mode, np.random.default_rng(seed), step, top_k)
+    first = _first_order(problem, jac)
+    dtype = lowest_precision([x.dtype for x in problem.x0] + first.target.out_dtypes)
+    eps = machine_eps(dtype)
+    f0 = first.target.fd_eval(problem.x0)
+    first.target.nfev -= 1
+    if jac is None and first.target.primal_numpy is not None:
+        ad_vals = [np.asarray(as_array(o), dtype=np.float64) for o in first.ad_outs]
+        first.checks.append(forward_values_check(ad_vals, f0, eps))
+    if method == "complex-step":
+        probe_complex(first.target, problem.x0)
+    with enable_grad():
+        first.pairs = run.blocks(first.target, first.analytical, f0)
+    first.nfev = first.target.nfev
+    if order == 2 and hess is not None:
+        second = _user_hessian(problem, first, hess, run, eps)
+    elif order == 2:
+        second = _ad_hessian(problem, first, run, eps)
+    else:
+        second = _Stage(first.name, [], [], [], 0)
+    return DerivativeReport(
+        name=second.name,
+        order=order,
+        method=method,
+        dtype=dtype,
+        pairs=first.pairs + second.pairs,
+        checks=first.checks + second.checks,
+        notes=first.notes + second.notes,
+        rtol=default_rtol(rtol, dtype),
+        atol=atol,
+        nfev=first.nfev + second.nfev,
+        seconds=time.perf_counter() - start,
+        fast_mode=fast_mode,
+    )
+
+
+def _check_arguments(
+    order: int,
+    method: str,
+    rtol: float | None,
+    atol: float | None,
+    step: float | None,
+    jac: Callable[..., Any] | None,
+    hess: Callable[..., Any] | None,
+) -> None:
+    """Refuse bad settings before anything is evaluated."""
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2, got {order!r}")
     if method not in _METHODS:
@@ -160,14 +216,65 @@ def check_derivatives(
             "order=2 with jac= needs hess= too: the Hessian blocks compare a hand-written "
             "hess with finite differences of jac"
         )
-    if any_complex(inputs):
-        func, inputs, argnums = _realified(func, inputs, argnums, method, jac, hess)
-    problem = Problem(func, inputs, argnums)
-    rng = np.random.default_rng(seed)
+
+
+@dataclass
+class _Run:
+    """The settings every block of one check shares."""
+
+    method: str
+    rtol: float | None
+    atol: float | None
+    fast_mode: bool
+    rng: np.random.Generator
+    step: float | None
+    top_k: int
+
+    def blocks(self, target: Any, analytical: Any, f0: list[np.ndarray]) -> list[PairResult]:
+        """Every block of ``target`` checked against ``analytical``."""
+        return check_blocks(
+            target,
+            analytical,
+            self.method,
+            self.rtol,
+            self.atol,
+            self.fast_mode,
+            self.rng,
+            self.step,
+            self.top_k,
+            f0,
+        )
+
+
+@dataclass
+class _Stage:
+    """What one order of the check adds to the report."""
+
+    name: str
+    notes: list[str]
+    pairs: list[PairResult]
+    checks: list[ConsistencyCheck]
+    nfev: int
+
+
+@dataclass
+class _FirstOrder(_Stage):
+    """The first-order stage, and what the second order builds on."""
+
+    target: FirstOrderTarget
+    analytical: Any
+    ad_outs: list[Any]
+    ins: list[Any]
+
+
+def _first_order(problem: Problem, jac: Callable[..., Any] | None) -> _FirstOrder:
+    """The function's outputs and the first derivatives under test: the user's ``jac``,
+    or funcdiff's AD through one recorded call."""
     first = FirstOrderTarget(problem)
     notes: list[str] = []
-    checks: list[ConsistencyCheck] = []
     name = problem.name
+    ad_outs: list[Any] = []
+    ins: list[Any] = []
     if jac is not None:
         # The hand-written Jacobian is the derivative under test: func runs on plain
         # ndarrays only, and funcdiff's AD is not used for the first-order blocks.
@@ -190,115 +297,75 @@ def check_derivatives(
         first.setup(raw)
         ad_outs = [raw[k] for k in first.positions]
         analytical = ADJacobian(ad_outs, ins)
-    notes = list(first.notes) + notes
-    dtype = lowest_precision([x.dtype for x in problem.x0] + first.out_dtypes)
-    eps = machine_eps(dtype)
+    return _FirstOrder(name, list(first.notes) + notes, [], [], 0, first, analytical, ad_outs, ins)
 
-    f0 = first.fd_eval(problem.x0)
-    first.nfev -= 1
-    if jac is None and first.primal_numpy is not None:
-        ad_vals = [np.asarray(as_array(o), dtype=np.float64) for o in ad_outs]
-        checks.append(forward_values_check(ad_vals, f0, eps))
 
-    if method == "complex-step":
-        probe_complex(first, problem.x0)
-
+def _user_hessian(
+    problem: Problem, first: _FirstOrder, hess: Callable[..., Any], run: _Run, eps: float
+) -> _Stage:
+    """The user's ``hess`` against finite differences of the gradient (``jac``'s if given,
+    else funcdiff's), and its symmetry."""
+    if first.target.out_shapes != [()] or first.target.n_outputs != 1:
+        raise ValueError(
+            f"hess= needs {problem.name} to return one scalar, got outputs of shapes "
+            f"{first.target.out_shapes}"
+        )
+    user_hess = UserHessian(hess, problem)
+    if isinstance(first.analytical, UserJacobian):
+        second: Any = UserGradientTarget(problem, first.target, first.analytical)
+        source = f"finite differences of jac ({first.analytical.name})"
+    else:
+        second = SecondOrderTarget(problem, first.target, [None])
+        source = "finite differences of funcdiff's gradient"
+    notes = [f"hess: {user_hess.name}: the hand-written Hessian was checked against {source}"]
     with enable_grad():
-        pairs = check_blocks(first, analytical, method, rtol, atol, fast_mode, rng, step, top_k, f0)
-    nfev = first.nfev
-    if order == 2 and hess is not None:
-        if first.out_shapes != [()] or first.n_outputs != 1:
-            raise ValueError(
-                f"hess= needs {problem.name} to return one scalar, got outputs of shapes "
-                f"{first.out_shapes}"
-            )
-        user_hess = UserHessian(hess, problem)
-        if jac is not None:
-            second: Any = UserGradientTarget(problem, first, analytical)
-            source = f"finite differences of jac ({analytical.name})"
-        else:
-            second = SecondOrderTarget(problem, first, [None])
-            source = "finite differences of funcdiff's gradient"
-        name += f" (hess: {user_hess.name})"
-        notes.append(
-            f"hess: {user_hess.name}: the hand-written Hessian was checked against {source}"
-        )
-        with enable_grad():
-            g0 = second.fd_eval(problem.x0)
-            second.nfev -= 1
-            pairs += check_blocks(
-                second, user_hess, method, rtol, atol, fast_mode, rng, step, top_k, g0
-            )
-        worst, big = user_hess.asymmetry()
-        tol = math.sqrt(eps) * big
-        checks.append(
-            ConsistencyCheck(
-                "hess symmetry max|H - H^T|",
-                worst,
-                0.0,
-                worst,
-                tol,
-                "pass" if worst <= tol else "fail",
-            )
-        )
-        nfev += second.nfev
-    elif order == 2:
-        weights = []
-        for o in ad_outs:
-            shape = np.shape(as_array(o))
-            weights.append(
-                None if len(shape) == 0 or int(np.prod(shape)) == 1 else rng.standard_normal(shape)
-            )
-        second = SecondOrderTarget(problem, first, weights)
-        if any(w is not None for w in weights):
-            notes.append(
-                "vector outputs were scalarised as w.f with a seeded random weight w "
-                "for the second-order checks"
-            )
-        if method == "complex-step":
-            notes.append(
-                "Hessian blocks use central differences of the AD gradient "
-                "(the complex step needs a complex-valued gradient)"
-            )
-        ins2 = [tensor(x, requires_grad=True) for x in problem.x0]
-        with enable_grad():
-            outs2 = second.ad_outputs(ins2)
-            g0 = second.fd_eval(problem.x0)
-            second.nfev -= 1
-            pairs += check_blocks(
-                second,
-                ADJacobian(outs2, ins2),
-                method,
-                rtol,
-                atol,
-                fast_mode,
-                rng,
-                step,
-                top_k,
-                g0,
-            )
-            checks.extend(second_order_checks(second, ad_outs, ins, outs2, ins2, rng, eps))
-        nfev += second.nfev
-    return DerivativeReport(
-        name=name,
-        order=order,
-        method=method,
-        dtype=dtype,
-        pairs=pairs,
-        checks=checks,
-        notes=notes,
-        rtol=default_rtol(rtol, dtype),
-        atol=atol,
-        nfev=nfev,
-        seconds=time.perf_counter() - start,
-        fast_mode=fast_mode,
+        g0 = second.fd_eval(problem.x0)
+        second.nfev -= 1
+        pairs = run.blocks(second, user_hess, g0)
+    worst, big = user_hess.asymmetry()
+    tol = math.sqrt(eps) * big
+    symmetry = ConsistencyCheck(
+        "hess symmetry max|H - H^T|", worst, 0.0, worst, tol, "pass" if worst <= tol else "fail"
     )
+    name = first.name + f" (hess: {user_hess.name})"
+    return _Stage(name, notes, pairs, [symmetry], second.nfev)
+
+
+def _ad_hessian(problem: Problem, first: _FirstOrder, run: _Run, eps: float) -> _Stage:
+    """funcdiff's Hessian blocks (of ``w.f`` for a vector ``f``) against finite differences
+    of its gradient, and the dot-product tests of the second-order products."""
+    weights = []
+    for o in first.ad_outs:
+        shape = np.shape(as_array(o))
+        weights.append(
+            None if len(shape) == 0 or int(np.prod(shape)) == 1 else run.rng.standard_normal(shape)
+        )
+    second = SecondOrderTarget(problem, first.target, weights)
+    notes = []
+    if any(w is not None for w in weights):
+        notes.append(
+            "vector outputs were scalarised as w.f with a seeded random weight w "
+            "for the second-order checks"
+        )
+    if run.method == "complex-step":
+        notes.append(
+            "Hessian blocks use central differences of the AD gradient "
+            "(the complex step needs a complex-valued gradient)"
+        )
+    ins2 = [tensor(x, requires_grad=True) for x in problem.x0]
+    with enable_grad():
+        outs2 = second.ad_outputs(ins2)
+        g0 = second.fd_eval(problem.x0)
+        second.nfev -= 1
+        pairs = run.blocks(second, ADJacobian(outs2, ins2), g0)
+        checks = second_order_checks(second, first.ad_outs, first.ins, outs2, ins2, run.rng, eps)
+    return _Stage(first.name, notes, pairs, checks, second.nfev)
 
 
 def _realified(func, inputs, argnums, method, jac, hess):
     """A complex input ``z`` becomes two real ones, ``z.real`` and ``z.imag`` (the
     report names their positions), and complex results their parts: the blocks then
-    hold both Wirtinger derivatives (see :mod:`funcdiff.check.complex_values`)."""
+    hold both Wirtinger derivatives (see :mod:`funcdiff.check._common`)."""
     if jac is not None or hess is not None:
         raise TypeError(
             "check_derivatives compares a hand-written jac/hess of real inputs only; for a "

@@ -23,8 +23,8 @@ from typing import Any, overload
 
 import numpy as np
 
-from funcdiff.check.precision import FD_TRUST_FACTOR, complex_dtype_for, machine_eps
-from funcdiff.check.targets import Target
+from funcdiff.check._common import FD_TRUST_FACTOR, complex_dtype_for, machine_eps
+from funcdiff.check.targets import Target, probe_complex
 
 __all__ = [
     "FIELDS",
@@ -34,6 +34,7 @@ __all__ = [
     "evaluate_perturbed",
     "power_of_two",
     "step_base",
+    "step_quotients",
     "typical_magnitude",
 ]
 
@@ -294,3 +295,72 @@ def evaluate_input(target: Target, j: int, xj: np.ndarray) -> np.ndarray:
     with _quiet(RuntimeWarning):
         res = target.fd_eval(vals)
     return np.concatenate([np.ravel(v) for v in res]) if res else np.zeros(0)
+
+
+# ---------------------------------------------------------------------- the step sweep
+def _quotient(method: str, at: Any, x: np.ndarray, xk: float, f0: float, h: float) -> float:
+    """One difference quotient of ``at`` (the row's value at a new element value) at step h."""
+    if method == "forward":
+        p1 = x.dtype.type(xk + h)
+        dxp = float(p1) - xk
+        return (at(p1) - f0) / dxp if dxp else np.nan
+    if method == "central":
+        p1, m1 = x.dtype.type(xk + h), x.dtype.type(xk - h)
+        dd = float(p1) - float(m1)
+        return (at(p1) - at(m1)) / dd if dd else np.nan
+    cdt = complex_dtype_for(x.dtype)
+    return float(np.imag(at(cdt(complex(xk, h)), cdt))) / h
+
+
+def step_quotients(
+    target: Target,
+    j: int,
+    row: int,
+    in_idx: tuple,
+    steps: Sequence[float] | None,
+    methods: Sequence[str],
+) -> tuple[float, np.ndarray, dict[str, np.ndarray], list[str]]:
+    """Difference quotients of output row ``row`` with respect to element ``in_idx`` of
+    input ``j``, per method and step (NaN where the function could not be evaluated).
+
+    ``steps`` are relative to the element's scale (default 10**-16 ... 10**0). Returns
+    the element's value, the absolute steps, the quotients by method, and notes on
+    methods that were not available.
+    """
+    x = target.problem.x0[j]
+    k = int(np.ravel_multi_index(in_idx, x.shape)) if x.ndim else 0
+    xk = float(x.flat[k])
+    scale = abs(xk) if xk != 0 else 1.0
+    rel = np.asarray(steps if steps is not None else np.logspace(-16, 0, 33), dtype=float)
+    hs = rel * scale
+    notes: list[str] = []
+
+    def at(value: Any, complex_dtype: Any = None) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return evaluate_perturbed(target, j, k, value, complex_dtype)[row]
+
+    f0 = at(x.dtype.type(xk))
+    quotients: dict[str, np.ndarray] = {}
+    for m in methods:
+        ds = np.full(hs.shape, np.nan)
+        if m == "complex-step" and target.complex_ok is None:
+            try:
+                probe_complex(target, target.problem.x0)
+            except ValueError as exc:
+                target.complex_ok = False
+                notes.append(str(exc))
+        if m == "complex-step" and not target.complex_ok:
+            if target.kind != "jacobian":
+                notes.append("complex step not available for second-order blocks")
+            quotients[m] = ds
+            continue
+        for i, h in enumerate(hs):
+            try:
+                ds[i] = _quotient(m, at, x, xk, f0, h)
+            except Exception as exc:  # noqa: BLE001  (a failed evaluation is a gap)
+                if m == "complex-step":
+                    notes.append(f"complex step failed: {type(exc).__name__}: {exc}")
+                    break
+        quotients[m] = ds
+    return xk, hs, quotients, notes

@@ -43,9 +43,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from funcdiff.check._common import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
 from funcdiff.check.analytical import Analytical
 from funcdiff.check.finite_differences import evaluate_input, power_of_two, typical_magnitude
-from funcdiff.check.precision import FD_TRUST_FACTOR, default_rtol, lowest_precision, machine_eps
 from funcdiff.check.targets import Target
 
 __all__ = ["MIN_SIZE", "ProjectionOutcome", "project_blocks"]

@@ -19,9 +19,15 @@ import numpy as np
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd import enable_grad, no_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.check.formatting import indexed_name
-from funcdiff.check.precision import complex_dtype_for, lowest_precision, machine_eps
-from funcdiff.check.values import as_array, as_list, is_float_output
+from funcdiff.check._common import (
+    as_array,
+    as_list,
+    complex_dtype_for,
+    indexed_name,
+    is_float_output,
+    lowest_precision,
+    machine_eps,
+)
 
 __all__ = [
     "FirstOrderTarget",
@@ -192,11 +198,6 @@ class Target:
         for s in self.out_shapes:
             offsets.append(offsets[-1] + int(np.prod(s, dtype=np.int64)))
         return offsets
-
-    def split_rows(self, arr: np.ndarray) -> list[np.ndarray]:
-        """``arr`` (one entry per row) cut into one piece per output."""
-        offsets = self.row_offsets()
-        return [arr[offsets[q] : offsets[q + 1]] for q in range(len(self.out_shapes))]
 
     def row_eps(self, j: int) -> tuple[np.ndarray, np.dtype]:
         """Machine epsilon of each row against input ``j``, and the lowest precision of all."""

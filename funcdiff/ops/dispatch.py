@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import INPLACE, SEQUENCE, WATCHERS, notify_created, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 from funcdiff._core.tensor import Tensor, wrap
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
 
-_state = grad_mode._state
-_tracing = grad_mode.TRACING
+_state = grad_mode.thread_state
+_tracing = tracing.TRACING
+_current_tracer = tracing.current_tracer
 _next_seq = SEQUENCE.__next__
 # ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
 _new_object = object.__new__
@@ -95,6 +96,10 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
     """Run ``rule`` on ``args`` (Tensors, arrays, constants) and record it when needed."""
     if kwargs is None:
         kwargs = _NO_KWARGS
+    if _tracing[0]:  # a plain global first: the thread-local slots only while tracing
+        done = tracing.run_instead(rule, args, kwargs)
+        if done is not NotImplemented:
+            return done
     if rule.impl is not None:
         if not rule.complex:
             _refuse_complex_composite(rule, args, kwargs)
@@ -134,8 +139,8 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
                 elif not rule.complex and any(o.data.dtype.kind == "c" for o in outputs):
                     _complex_rule(rule)  # not piecewise constant on complex values
                 break
-    if _tracing[0]:  # a plain global first: the thread-local slot only while tracing
-        tracer = _state.tracer
+    if _tracing[0]:
+        tracer = _current_tracer()
         if tracer is not None:
             tracer.op(rule, args, kwargs, paths, tensors, outputs)
     return result
@@ -307,6 +312,10 @@ def call_ufunc(ufunc: np.ufunc, *inputs: Any) -> Any:
     """An operator's fast path to its ufunc rule."""
     rule = UFUNC_RULES.get(ufunc)
     if rule is None:
+        if _tracing[0]:
+            done = tracing.run_instead_foreign(ufunc, inputs, _NO_KWARGS)
+            if done is not NotImplemented:
+                return done
         if not _needs_gradient(inputs, {}):
             return _run_on_data(ufunc, inputs, {})
         return _missing_rule(_ufunc_name(ufunc))
@@ -610,6 +619,10 @@ def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
     rule = FUNCTION_RULES.get(func)
     if rule is not None:
         return call(rule, args, kwargs)
+    if _tracing[0]:
+        done = tracing.run_instead_foreign(func, args, kwargs)
+        if done is not NotImplemented:
+            return done
     if func in _METADATA_FUNCTIONS:
         # Shapes and dtypes only: fixed for a given input signature, never a guard.
         return func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
@@ -630,7 +643,7 @@ def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     when none of them requires grad, so the results are simply constant Tensors."""
     out = func(*(_data_of(a) for a in args), **{k: _data_of(v) for k, v in kwargs.items()})
     result, outputs = _wrap_outputs(out, ())
-    tracer = _state.tracer
+    tracer = _current_tracer()
     if tracer is not None:
         tracer.foreign(func, args, kwargs, outputs)
     return result

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import AFTER_INPLACE, AccumulateGrad, Node, note_inplace_change
 from funcdiff._core.registry import NAMED_RULES, UFUNC_RULES
 from funcdiff._core.tensor import Tensor, wrap
@@ -29,8 +29,8 @@ from funcdiff.ops.nodes import _data_of
 
 __all__ = ["inplace_ufunc", "setitem", "view_index", "after_write"]
 
-_state = grad_mode._state
-_tracing = grad_mode.TRACING
+_state = grad_mode.thread_state
+_tracing = tracing.TRACING
 
 LEAF_MESSAGE = (
     "a leaf Variable that requires grad is being used in an in-place operation. "
@@ -260,7 +260,7 @@ def inplace_ufunc(ufunc: np.ufunc, t: Tensor, other: Any) -> Tensor:
         t._requires_grad or (isinstance(other, Tensor) and other._requires_grad)
     )
     _check_inplace_allowed(t)
-    tracer = _state.tracer if _tracing[0] else None
+    tracer = tracing.current_tracer() if _tracing[0] else None
     if not recording:
         ufunc(t.data, _data_of(other), out=t.data)
         _bump(t)
@@ -289,7 +289,7 @@ def setitem(t: Tensor, index: Any, value: Any) -> None:
     )
     _check_inplace_allowed(t)
     index_data = _data_of(index)
-    tracer = _state.tracer if _tracing[0] else None
+    tracer = tracing.current_tracer() if _tracing[0] else None
     if tracer is not None:
         # Reported before the write: the tracer reads the old pattern of ``t``.
         tracer.setitem(t, index, value)

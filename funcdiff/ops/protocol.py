@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import tracing
 from funcdiff._core.tensor import Tensor
 from funcdiff.ops.dispatch import (
     _missing_rule,
@@ -41,7 +41,7 @@ def _snapshot_for(t: Tensor) -> Tensor:
     """A copy of ``t``'s value before ``out=`` overwrites it (reported to a tracer as the
     same value, so replay and sparsity detection follow it)."""
     old = _snapshot(t, copy=True)
-    tracer = grad_mode._state.tracer
+    tracer = tracing.current_tracer()
     if tracer is not None:
         tracer.alias(old, t)
     return old
@@ -92,6 +92,10 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> An
     else:
         func = _UFUNC_METHOD_FUNCTIONS.get((ufunc.__name__, method))
         if func is None or len(inputs) != 1:
+            if out is None and tracing.TRACING[0]:
+                done = tracing.run_instead_foreign(getattr(ufunc, method), inputs, kwargs)
+                if done is not NotImplemented:
+                    return done
             if out is None and not _needs_gradient(inputs, kwargs):
                 return _run_on_data(getattr(ufunc, method), inputs, kwargs)
             return _missing_rule(f"{_ufunc_name(ufunc)}.{method}")

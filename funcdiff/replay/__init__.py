@@ -29,21 +29,32 @@ from __future__ import annotations
 import functools
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from funcdiff import functional
-from funcdiff._core import grad_mode
 from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
-from funcdiff._jacobian import basis_rows
+from funcdiff._functional_args import (
+    argnum_positions,
+    check_argnums,
+    check_callable,
+    check_choice,
+    check_positive_int,
+)
+from funcdiff._jacobian import jacobian_forward
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad as _grad
-from funcdiff.autograd.forward import push_forward
-from funcdiff.replay._program import GuardFailure, Program, build
-from funcdiff.replay._tracer import ReplayTracer, TraceError
+from funcdiff.replay.program import (
+    GuardFailure,
+    Program,
+    ReplayTracer,
+    TraceError,
+    build,
+    recording,
+)
 
 __all__ = [
     "value_and_grad",
@@ -106,20 +117,10 @@ class Replayed:
         on_guard_failure: str = "retrace",
         validate: bool = True,
     ) -> None:
-        if not callable(f):
-            raise TypeError(f"f must be callable, got {type(f).__name__}")
-        if isinstance(argnums, bool) or not isinstance(argnums, (int, tuple)):
-            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
-        if isinstance(argnums, tuple) and not all(
-            isinstance(a, int) and not isinstance(a, bool) for a in argnums
-        ):
-            raise TypeError(f"argnums must be an int or a tuple of ints, got {argnums!r}")
-        if on_guard_failure not in ("retrace", "raise"):
-            raise ValueError(
-                f"on_guard_failure must be 'retrace' or 'raise', got {on_guard_failure!r}"
-            )
-        if not isinstance(max_traces, int) or max_traces < 1:
-            raise ValueError(f"max_traces must be a positive integer, got {max_traces!r}")
+        check_callable(f, "f")
+        check_argnums(argnums)
+        check_choice(on_guard_failure, "on_guard_failure", ("retrace", "raise"))
+        check_positive_int(max_traces, "max_traces")
         self.f = f
         self.argnums = argnums
         self.kind = kind
@@ -200,14 +201,7 @@ class Replayed:
 
     def _split(self, args: tuple) -> tuple[list[int], list[np.ndarray], tuple]:
         """Which arguments are program inputs, their arrays, and the cache key."""
-        diff: Collection[int] = self._diff()
-        for i in diff:
-            if i >= len(args) or i < -len(args):
-                raise TypeError(
-                    f"argnums {self.argnums!r} names argument {i}, but the call has "
-                    f"{len(args)} positional arguments"
-                )
-        diff = {i % len(args) for i in diff}
+        diff = argnum_positions(self.argnums, len(args))
         if self.kind in ("hvp", "vjp", "jvp"):
             if len(args) < 2:
                 raise TypeError(
@@ -285,20 +279,11 @@ class Replayed:
 
     def _trace(self, args: tuple, positions: list[int]) -> tuple[Program, Any]:
         _, arrays, _ = self._split(args)
-        tracer = ReplayTracer(graph_free=self.kind in ("value_and_grad", "grad"))
-        if grad_mode._state.tracer is not None or grad_mode._state.observer is not None:
-            raise TraceError(
-                "funcdiff.replay cannot record inside another recording or sparsity detection"
-            )
-        grad_mode.install_tracer(tracer)
-        try:
-            with enable_grad():
-                call = self._tensors(args, positions, arrays)
-                for i in positions:
-                    tracer.input(call[i])
-                result = self._compute(call)
-        finally:
-            grad_mode.install_tracer(None)
+        with recording(graph_free=self.kind in ("value_and_grad", "grad")) as tracer:
+            call = self._tensors(args, positions, arrays)
+            for i in positions:
+                tracer.input(call[i])
+            result = self._compute(call)
         structure = _slots(result, tracer)
         self.trace_count += 1
         return build(tracer, structure), _arrays(result)
@@ -350,30 +335,8 @@ def _forward_jacobian(out: Any, inputs: list, single: bool, create_graph: bool) 
     """The Jacobian as tangents of the identity basis pushed forward in one batched
     pass, in :func:`funcdiff.functional.jacobian`'s layout (outputs, then inputs)."""
     outputs = out if isinstance(out, tuple) else (out,)
-    offsets = [0]
-    for x in inputs:
-        offsets.append(offsets[-1] + int(x.data.size))
-    total = offsets[-1]
-    seeds = {}
-    for j, x in enumerate(inputs):
-        rows = basis_rows(x.data.shape, x.data.dtype, offsets[j], 0, total)
-        seeds[x._gradient_edge()] = tensor(rows) if create_graph else rows
-    live = [o for o in outputs if isinstance(o, Tensor) and o.requires_grad]
-    pushed = dict(
-        zip(map(id, live), push_forward(live, seeds, create_graph=create_graph, batched=True))
-    )
-    result = []
-    for o in outputs:
-        o_shape = np.shape(o)
-        t = pushed.get(id(o))
-        if t is None:
-            t = np.zeros((total, int(np.prod(o_shape))))
-        columns = np.reshape(t, (total, -1)).T
-        blocks = tuple(
-            np.reshape(columns[:, offsets[j] : offsets[j + 1]], o_shape + x.data.shape)
-            for j, x in enumerate(inputs)
-        )
-        result.append(blocks[0] if single else blocks)
+    jac = jacobian_forward(outputs, inputs, True, None, create_graph=create_graph)
+    result = [blocks[0] if single else blocks for blocks in jac]
     return result[0] if not isinstance(out, tuple) else tuple(result)
 
 

@@ -59,7 +59,7 @@ def _expr(template: Any, names: _Names) -> str:
 def compile_program(code: list, inputs: tuple, template: list, outputs: Any, lower: dict) -> Any:
     """The program as a Python function of its input arrays, or None when too long.
 
-    ``lower`` maps the interpreter's opcodes to their names (see ``_program``).
+    ``lower`` maps the interpreter's opcodes to their names (see ``program``).
     """
     if len(code) > MAX_LINES:
         return None

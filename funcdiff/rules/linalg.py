@@ -39,8 +39,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 
+from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
 from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.contractions import _mm, _mT, _prod
@@ -729,16 +729,22 @@ def scipy_forward(scipy_fn: Callable) -> tuple[Callable, Callable]:
     ``overwrite_b`` are always passed on as False: a Tensor's data must never change
     behind the recorded graph.
     """
-    names = list(inspect.signature(scipy_fn).parameters)
-    flags = {i: name for i, name in enumerate(names) if name.startswith("overwrite_")}
+
+    @functools.cache
+    def target() -> tuple[Callable, list[str], dict[int, str]]:
+        # Looked up on the first call, so that registering the rule imports no scipy.linalg.
+        fn = resolved(scipy_fn)
+        names = list(inspect.signature(fn).parameters)
+        return fn, names, {i: name for i, name in enumerate(names) if name.startswith("overwrite_")}
 
     def forward(*args: Any, **kwargs: Any) -> Any:
+        fn, names, flags = target()
         if len(args) > min(flags, default=len(names)):
             args = tuple(False if i in flags else a for i, a in enumerate(args))
         for name in flags.values():
             if name in kwargs:
                 kwargs[name] = False
-        return scipy_fn(*args, **kwargs)
+        return fn(*args, **kwargs)
 
     forward.__name__ = forward.__qualname__ = f"_{scipy_fn.__name__}"
     forward.__doc__ = f"``scipy.linalg.{scipy_fn.__name__}``, never overwriting its inputs."

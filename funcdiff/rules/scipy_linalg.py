@@ -29,8 +29,8 @@ tensor([[-0.25, -1.  ],
 from __future__ import annotations
 
 import numpy as np
-import scipy.linalg
 
+from funcdiff._core.lazy import scipy  # scipy.linalg is imported on first use
 from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff.rules.contractions import _mT
 from funcdiff.rules.eigen import (

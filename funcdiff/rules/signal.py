@@ -30,8 +30,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.signal
 
+from funcdiff._core.lazy import scipy  # scipy.signal is imported on first use
 from funcdiff._core.registry import Arg, Case, Rule, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 import scipy.special as sp
-import scipy.stats
 
 from funcdiff._core.grad_mode import is_grad_enabled
+from funcdiff._core.lazy import scipy  # scipy.stats is imported on first use
 from funcdiff._core.registry import Arg, Case, Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 

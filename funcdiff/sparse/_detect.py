@@ -1,10 +1,11 @@
 """Sparsity detection: run the function once on Tensors and follow every operation.
 
-:class:`PatternTracer` is installed as the thread's tracer (``grad_mode._state``) for
-one run of the user's function. Each operation reports itself after it ran; the tracer
-looks up its inputs' patterns, applies the operation's pattern rule and stores the
-outputs' patterns. It also records every conversion of a Tensor to a Python value (the
-branches the program takes) as a guard, which a prepared object checks at every call.
+:class:`PatternTracer` is installed as the thread's tracer
+(:func:`funcdiff._core.tracing.installed`) for one run of the user's function. Each
+operation reports itself after it ran; the tracer looks up its inputs' patterns,
+applies the operation's pattern rule and stores the outputs' patterns. It also
+records every conversion of a Tensor to a Python value (the branches the program
+takes) as a guard, which a prepared object checks at every call.
 
 Taint: a value computed from the inputs, even one with no derivative (a comparison,
 ``argmax``), is *tainted*. An index or a condition that is tainted may differ at
@@ -13,9 +14,7 @@ another point, so the rules that read one give the dense pattern instead.
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +22,7 @@ import scipy.sparse as sp
 
 from funcdiff._core import grad_mode
 from funcdiff._core.tensor import Tensor
+from funcdiff._core.tracing import BaseTracer, installed
 from funcdiff.ops.selection import plain
 from funcdiff.rules.structure import structure_of
 from funcdiff.sparse._hessian import HessianAccumulator
@@ -34,10 +34,7 @@ from funcdiff.sparse._pattern_rules import (
 )
 from funcdiff.sparse._patterns import Pattern, identity, union
 
-__all__ = ["PatternTracer", "GuardRecorder", "Guard", "tracing", "observing"]
-
-_state = grad_mode._state
-_lock = threading.Lock()
+__all__ = ["PatternTracer", "GuardRecorder", "Guard", "run_traced", "same_outcome"]
 
 #: What a conversion of a Tensor gave: ("bool", True), ("int", 3), ("array", copy) ...
 Guard = tuple
@@ -60,8 +57,9 @@ def same_outcome(a: Guard, b: Guard) -> bool:
     return x == y or (x != x and y != y)  # nan converts to nan
 
 
-class GuardRecorder:
-    """Records every conversion of a Tensor to a Python value, in order."""
+class GuardRecorder(BaseTracer):
+    """Records every conversion of a Tensor to a Python value, in order (an observer;
+    as :class:`PatternTracer`'s base, a tracer)."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[Guard, bool]] = []
@@ -111,7 +109,7 @@ class PatternTracer(GuardRecorder):
         found = self.info.get(id(t))
         if found is not None:
             return found
-        if t._requires_grad and t.grad_fn is not None:
+        if t.requires_grad and t.grad_fn is not None:
             # Made by something the tracer did not see: it may depend on anything.
             return self._dense(t.data.size), True
         return None, False
@@ -138,7 +136,7 @@ class PatternTracer(GuardRecorder):
             for o in outputs:
                 self._set(o, None, False)
             return
-        live = [o._requires_grad for o in outputs]
+        live = [o.requires_grad for o in outputs]
         if not any(live):
             for o in outputs:
                 self._set(o, None, True)
@@ -184,7 +182,7 @@ class PatternTracer(GuardRecorder):
         rows = union([Pattern(p.union_row()) for p, _ in infos if p is not None])
         for o in outputs:
             pattern = None
-            if rows is not None and o._requires_grad:
+            if rows is not None and o.requires_grad:
                 pattern = Pattern(rows.rows(), np.zeros(o.data.size, np.int64))
                 if self.acc is not None:
                     self.acc.square(Pattern(rows.rows()))
@@ -228,41 +226,11 @@ def _any_tainted(tracer: PatternTracer, index: Any) -> bool:
     return False
 
 
-@contextlib.contextmanager
-def tracing(tracer: PatternTracer) -> Iterator[PatternTracer]:
-    """Install ``tracer`` for this thread (one at a time: tracing is not reentrant)."""
-    if _state.tracer is not None or _state.observer is not None:
-        raise RuntimeError(
-            "funcdiff.sparse cannot detect a pattern inside another detection or prepared "
-            "evaluation (the function being differentiated calls funcdiff.sparse itself)"
-        )
-    with _lock:
-        grad_mode.install_tracer(tracer)
-        try:
-            yield tracer
-        finally:
-            grad_mode.install_tracer(None)
-
-
-@contextlib.contextmanager
-def observing(recorder: GuardRecorder) -> Iterator[GuardRecorder]:
-    """Record the conversions (branches) of one run, with no per-operation cost."""
-    if _state.observer is not None:
-        raise RuntimeError(
-            "funcdiff.sparse cannot evaluate a prepared derivative inside another one"
-        )
-    _state.observer = recorder
-    try:
-        yield recorder
-    finally:
-        _state.observer = None
-
-
 def run_traced(
     f: Callable[..., Any], inputs: Sequence[Tensor], args: Sequence[Any], hessian: bool
 ) -> tuple[Any, PatternTracer]:
     """Run ``f(*inputs, *args)`` under a fresh tracer; returns ``(output, tracer)``."""
     tracer = PatternTracer(inputs, hessian)
-    with grad_mode.enable_grad(), tracing(tracer):
+    with grad_mode.enable_grad(), installed(tracer):
         out = f(*inputs, *args)
     return out, tracer

@@ -60,12 +60,6 @@ class Inputs:
         """Whether the argument at ``key`` (or an item of it) depends on the inputs."""
         return any(k == key and tainted for (k, _), (_, tainted) in zip(self.paths, self.infos))
 
-    def tensor_at(self, key: Any) -> Tensor | None:
-        for (k, sub), t in zip(self.paths, self.tensors):
-            if k == key and sub is None:
-                return t
-        return None
-
 
 def _arg(args: tuple, kwargs: dict, key: Any, default: Any = None) -> Any:
     if isinstance(key, str):

@@ -16,15 +16,15 @@ from typing import Any, cast
 import numpy as np
 import scipy.sparse as sp
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
+from funcdiff._functional_args import check_callable, check_choice, check_positive_int
+from funcdiff._jacobian import push_tangents
 from funcdiff.autograd.engine import grad
-from funcdiff.autograd.forward import push_forward
-from funcdiff.replay._program import GuardFailure, Program, build
-from funcdiff.replay._tracer import ReplayTracer
+from funcdiff.replay.program import GuardFailure, Program, build, recording
 from funcdiff.sparse._coloring import Coloring, color_hessian, color_jacobian, decompress
-from funcdiff.sparse._detect import GuardRecorder, observing, run_traced, same_outcome
+from funcdiff.sparse._detect import GuardRecorder, run_traced, same_outcome
 
 __all__ = ["SparseJacobian", "SparseHessian", "SparsityGuardError", "SparsityError"]
 
@@ -167,14 +167,9 @@ class _Prepared:
         max_patterns: int,
         replay: bool = False,
     ) -> None:
-        if not callable(f):
-            raise TypeError(f"f must be callable, got {type(f).__name__}")
-        if on_guard_failure not in ("redetect", "raise"):
-            raise ValueError(
-                f"on_guard_failure must be 'redetect' or 'raise', got {on_guard_failure!r}"
-            )
-        if not isinstance(max_patterns, int) or max_patterns < 1:
-            raise ValueError(f"max_patterns must be a positive integer, got {max_patterns!r}")
+        check_callable(f, "f")
+        check_choice(on_guard_failure, "on_guard_failure", ("redetect", "raise"))
+        check_positive_int(max_patterns, "max_patterns")
         refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", tuple(args))], f)
         self.f = f
         self.replay = bool(replay)
@@ -246,7 +241,7 @@ class _Prepared:
     def _record(self, x: np.ndarray, args: tuple) -> tuple[Tensor, Tensor, list]:
         recorder = GuardRecorder()
         xt = tensor(x, requires_grad=True)
-        with grad_mode.enable_grad(), observing(recorder):
+        with grad_mode.enable_grad(), tracing.installed(observer=recorder):
             out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
         return xt, out, recorder.outcomes()
 
@@ -272,18 +267,13 @@ class _Prepared:
         entry = self._entry
         if not self.replay or id(entry) in self._programs or not entry.verified:
             return
-        tracer = ReplayTracer()
-        if grad_mode._state.tracer is not None or grad_mode._state.observer is not None:
-            return
-        grad_mode.install_tracer(tracer)
-        try:
-            with grad_mode.enable_grad():
-                xt = tensor(x, requires_grad=True)
-                tracer.input(xt)
-                out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
-                compressed = self._compressed_tensors(xt, out, entry.coloring)
-        finally:
-            grad_mode.install_tracer(None)
+        if tracing.is_watched():
+            return  # called inside another trace: evaluate eagerly, record nothing
+        with recording() as tracer:
+            xt = tensor(x, requires_grad=True)
+            tracer.input(xt)
+            out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
+            compressed = self._compressed_tensors(xt, out, entry.coloring)
         if compressed is None:
             self._programs[id(entry)] = None
             return
@@ -340,8 +330,7 @@ class SparseJacobian(_Prepared):
         max_patterns=8,
         replay=False,
     ) -> None:
-        if mode not in ("auto", "forward", "reverse"):
-            raise ValueError(f"mode must be 'auto', 'forward' or 'reverse', got {mode!r}")
+        check_choice(mode, "mode", ("auto", "forward", "reverse"))
         self._mode_asked = mode
         super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay)
 
@@ -398,14 +387,14 @@ class SparseJacobian(_Prepared):
     def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
         """The compressed pass on Tensors (recorded, for replay)."""
         m, n, k = int(out.data.size), int(xt.data.size), coloring.ncolors
-        if k == 0 or not out._requires_grad:
+        if k == 0 or not out.requires_grad:
             return None
         if coloring.kind == "row":
             seeds = tensor(coloring.seeds(m).reshape((k,) + out.data.shape))
             (g,) = grad([out], [xt], [seeds], is_grads_batched=True, create_graph=True)
             return np.reshape(cast(Tensor, g), (k, n))  # not allow_unused: never None
         seeds = tensor(coloring.seeds(n).reshape((k,) + xt.data.shape))
-        (t,) = push_forward([out], {xt._gradient_edge(): seeds}, create_graph=True, batched=True)
+        (t,) = push_tangents((out,), (xt,), (seeds,), create_graph=True, batched=True)
         return None if t is None else np.reshape(t, (k, m))
 
     def __call__(self, x: Any, *args: Any) -> sp.csr_array:
@@ -424,28 +413,28 @@ def _compressed_jacobian(xt: Tensor, out: Tensor, coloring: Coloring) -> np.ndar
     m, n = int(out.data.size), int(xt.data.size)
     k = coloring.ncolors
     if coloring.kind == "row":
-        if k == 0 or not out._requires_grad:
+        if k == 0 or not out.requires_grad:
             return np.zeros((k, n))
         seeds = coloring.seeds(m).reshape((k,) + out.data.shape)
         (g,) = grad(
             [out], [xt], [seeds], allow_unused=True, is_grads_batched=True, retain_graph=True
         )
         return np.zeros((k, n)) if g is None else np.reshape(g.data, (k, n))
-    if k == 0 or not out._requires_grad:
+    if k == 0 or not out.requires_grad:
         return np.zeros((k, m))
     seeds = coloring.seeds(n).reshape((k,) + xt.data.shape)
-    (t,) = push_forward([out], {xt._gradient_edge(): seeds}, create_graph=False, batched=True)
-    return np.zeros((k, m)) if t is None else np.reshape(t, (k, m))
+    (t,) = push_tangents((out,), (xt,), (seeds,), create_graph=False, batched=True)
+    return np.zeros((k, m)) if t is None else np.reshape(t.data, (k, m))
 
 
 def _probe(xt: Tensor, out: Tensor, jac: sp.csr_array) -> None:
     """Compare ``J @ w`` with one directional derivative through the same graph."""
-    if not out._requires_grad or jac.shape[1] == 0:
+    if not out.requires_grad or jac.shape[1] == 0:
         return
     rng = np.random.default_rng(0)
     w = rng.standard_normal(xt.data.shape)
-    (t,) = push_forward([out], {xt._gradient_edge(): w}, create_graph=False)
-    direct = np.zeros(out.data.size) if t is None else np.ravel(t)
+    (t,) = push_tangents((out,), (xt,), (w,), create_graph=False)
+    direct = np.zeros(out.data.size) if t is None else np.ravel(t.data)
     via = jac @ w.ravel()
     scale = np.abs(jac).multiply(np.abs(w.ravel())).sum(axis=1) + np.abs(direct)
     # Round-off where terms cancel (x / x) or where an exact zero is the sum of large
@@ -486,8 +475,7 @@ class SparseHessian(_Prepared):
         max_patterns=8,
         replay=False,
     ) -> None:
-        if coloring not in ("star", "column"):
-            raise ValueError(f"coloring must be 'star' or 'column', got {coloring!r}")
+        check_choice(coloring, "coloring", ("star", "column"))
         self._method = coloring
         super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay)
 
@@ -522,7 +510,7 @@ class SparseHessian(_Prepared):
         entry = self._entry_for(x, args, outcomes)
         self._entry = entry
         g = None
-        if out._requires_grad:
+        if out.requires_grad:
             (g,) = grad([out], [xt], create_graph=True, allow_unused=True)
         return xt, out, g, entry
 
@@ -536,11 +524,11 @@ class SparseHessian(_Prepared):
         n = int(xt.data.size)
         k = entry.coloring.ncolors
         compressed = np.zeros((k, n))
-        if g is not None and g._requires_grad and k:
+        if g is not None and g.requires_grad and k:
             seeds = entry.coloring.seeds(n).reshape((k,) + xt.data.shape)
-            (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=False, batched=True)
+            (t,) = push_tangents((g,), (xt,), (seeds,), create_graph=False, batched=True)
             if t is not None:
-                compressed = np.reshape(t, (k, n))
+                compressed = np.reshape(t.data, (k, n))
         if self.replay and entry.verified:
             self._record_program(x, args, compressed)
         entry.verified = True
@@ -549,13 +537,13 @@ class SparseHessian(_Prepared):
     def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
         """Hessian-vector products of every colour, on Tensors (recorded, for replay)."""
         n, k = int(xt.data.size), coloring.ncolors
-        if k == 0 or not out._requires_grad:
+        if k == 0 or not out.requires_grad:
             return None
         (g,) = grad([out], [xt], create_graph=True, allow_unused=True)
-        if g is None or not g._requires_grad:
+        if g is None or not g.requires_grad:
             return None
         seeds = tensor(coloring.seeds(n).reshape((k,) + xt.data.shape))
-        (t,) = push_forward([g], {xt._gradient_edge(): seeds}, create_graph=True, batched=True)
+        (t,) = push_tangents((g,), (xt,), (seeds,), create_graph=True, batched=True)
         return None if t is None else np.reshape(t, (k, n))
 
     def hessp(self, x: Any, p: Any, *args: Any) -> np.ndarray:
@@ -566,10 +554,10 @@ class SparseHessian(_Prepared):
         if p.size != x.size:
             raise ValueError(f"p must have {x.size} elements like x, got shape {p.shape}")
         xt, out, g, _ = self._gradient(x, args)
-        if g is None or not g._requires_grad:
+        if g is None or not g.requires_grad:
             return np.zeros(x.shape)
-        (t,) = push_forward([g], {xt._gradient_edge(): p.reshape(x.shape)}, create_graph=False)
-        return np.zeros(x.shape) if t is None else np.array(t, copy=True).reshape(x.shape)
+        (t,) = push_tangents((g,), (xt,), (p.reshape(x.shape),), create_graph=False)
+        return np.zeros(x.shape) if t is None else np.array(t.data, copy=True).reshape(x.shape)
 
     def __repr__(self) -> str:
         n = self.shape[0]

@@ -30,7 +30,7 @@ Generation is written against a *chooser* (``integer``, ``choice``, ``boolean``)
 same code serves a seeded generator (:class:`RandomChooser`, the long budget) and a
 hypothesis strategy (:func:`programs`, which shrinks a failing program to a minimal one).
 
-Run the long budget with ``python tests/fuzz_programs.py --programs 10000``.
+Run the long budget with ``python tests/support/fuzz_programs.py --programs 10000``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,38 @@
-"""A recorded program and its runner: NumPy calls on a list of slots, no Tensors.
+"""Recording a computation once and replaying it: the public recording API.
 
-:func:`build` turns a trace into a :class:`Program`: it keeps only the instructions
-that the requested outputs (and the guards) depend on, specialises the common call
-shapes (one or two slot arguments, no keywords) and lays out a template of the slot
-list with the constants in place. :meth:`Program.run` copies the template, puts the
-inputs in, and runs the instructions in order; a guard that comes out differently
-raises :class:`GuardFailure` at once, before any later instruction could fail on a
-value of another shape.
+:func:`recording` installs a :class:`ReplayTracer` for one eager run on Tensors (the
+function's forward and, for a derivative, the engine's backward with
+``create_graph=True``); :func:`build` turns the trace into a :class:`Program` that keeps
+only the instructions the requested outputs (and the guards) depend on, specialises
+the common call shapes (one or two slot arguments, no keywords) and lays out a
+template of the slot list with the constants in place. :meth:`Program.run` copies the
+template, puts the inputs in, and runs the instructions in order; a guard that comes
+out differently raises :class:`GuardFailure` at once, before any later instruction
+could fail on a value of another shape. :mod:`funcdiff.replay` and
+``funcdiff.sparse(replay=True)`` record their programs this way.
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> with recording() as tracer:
+...     x = fd.tensor([1.0, 2.0], requires_grad=True)
+...     slot = tracer.input(x)
+...     y = np.sin(x) * x
+>>> program = build(tracer, tracer.slot_of(y))
+>>> program.run([np.array([0.0, 3.0])])
+array([0.        , 0.42336002])
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from funcdiff._core import grad_mode, tracing
 from funcdiff.replay._codegen import compile_program
 from funcdiff.replay._tracer import (
     CALL,
@@ -26,9 +43,10 @@ from funcdiff.replay._tracer import (
     SET_ITEM,
     ReplayTracer,
     Slot,
+    TraceError,
 )
 
-__all__ = ["Program", "GuardFailure", "build"]
+__all__ = ["Program", "GuardFailure", "ReplayTracer", "TraceError", "build", "recording"]
 
 _ARRAYS = (np.ndarray, np.generic)
 #: Runs of a program before it is compiled (the validation run counts).
@@ -197,6 +215,20 @@ def _copies(structure: Any, template: list, inputs: set) -> Any:
     if isinstance(structure, int):
         return structure in inputs or template[structure] is not None
     return tuple(_copies(s, template, inputs) for s in structure)
+
+
+@contextlib.contextmanager
+def recording(graph_free: bool = False) -> Iterator[ReplayTracer]:
+    """Record every operation of this thread on Tensors, grad mode on, into the
+    :class:`ReplayTracer` it yields; mark inputs with ``tracer.input(t)``.
+
+    ``graph_free`` lets the engine run a backward pass traced under ``create_graph``
+    without recording a graph of it (a first-order derivative). Raises RuntimeError
+    inside another recording or sparsity detection.
+    """
+    tracer = ReplayTracer(graph_free=graph_free)
+    with tracing.installed(tracer), grad_mode.enable_grad():
+        yield tracer
 
 
 def build(tracer: ReplayTracer, outputs: Any) -> Program:

@@ -23,10 +23,15 @@ import numpy as np
 from funcdiff._core.tensor import tensor
 from funcdiff._jacobian import jacobian_rows, vjp
 from funcdiff.autograd import enable_grad
-from funcdiff.check.errors import GradcheckError
-from funcdiff.check.gradcheck_case import GradcheckCase, mismatch_table, numerical_jacobian
-from funcdiff.check.precision import FD_TRUST_FACTOR, lowest_precision, machine_eps
-from funcdiff.check.values import as_array, as_list
+from funcdiff.check._common import (
+    FD_TRUST_FACTOR,
+    GradcheckError,
+    as_array,
+    as_list,
+    lowest_precision,
+    machine_eps,
+)
+from funcdiff.check.gradcheck.jacobians import GradcheckCase, mismatch_table, numerical_jacobian
 
 __all__ = ["check_fast"]
 

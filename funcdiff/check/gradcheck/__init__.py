@@ -16,19 +16,27 @@ import numpy as np
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
-from funcdiff.check.complex_values import any_complex, realify, realify_cotangents, realify_outputs
-from funcdiff.check.errors import GradcheckError
-from funcdiff.check.gradcheck_analytical import (
+from funcdiff.check._common import (
+    GradcheckError,
+    any_complex,
+    as_array,
+    as_list,
+    is_float_output,
+    realify,
+    realify_cotangents,
+    realify_outputs,
+)
+from funcdiff.check.gradcheck.fast import check_fast
+from funcdiff.check.gradcheck.jacobians import (
+    GradcheckCase,
     backward_jacobian,
     check_backward_sanity,
     check_batched_backward,
     check_reentrant,
     compare_jacobians,
     forward_jacobian,
+    numerical_jacobian,
 )
-from funcdiff.check.gradcheck_case import GradcheckCase, numerical_jacobian
-from funcdiff.check.gradcheck_fast import check_fast
-from funcdiff.check.values import as_array, as_list, is_float_output
 
 __all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 

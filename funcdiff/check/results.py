@@ -1,8 +1,12 @@
-"""The result of :func:`check_derivatives`: per-block and per-element comparisons.
+"""The records of :func:`check_derivatives`: the report, its blocks and elements, its
+consistency checks and the step sweep.
 
 :class:`DerivativeReport` holds one :class:`PairResult` per derivative block and the
 :class:`ConsistencyCheck` s; ``str(report)`` is a table, ``report.to_dict()`` its JSON
-form, and ``report.step_sweep()`` looks at one element's finite differences step by step.
+form, and ``report.step_sweep()`` gives a :class:`StepSweep`: the error of finite
+differences against AD on one element as a function of the step, the "V" of a
+difference quotient (truncation error falling with the step until rounding error takes
+over). :meth:`StepSweep.plot` draws it (needs matplotlib).
 """
 
 from __future__ import annotations
@@ -14,24 +18,132 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff.check.errors import GradcheckError
-from funcdiff.check.formatting import format_number, json_float
-from funcdiff.check.precision import FD_TRUST_FACTOR
-from funcdiff.check.sweep import (
-    SWEEP_METHODS,
-    StepSweep,
-    check_sweep_methods,
-    require_matplotlib,
-    sweep,
-)
+from funcdiff.check._common import FD_TRUST_FACTOR, GradcheckError, format_number, json_float
+from funcdiff.check.finite_differences import step_quotients
 
-__all__ = ["ConsistencyCheck", "DerivativeReport", "ElementResult", "PairResult"]
+__all__ = [
+    "SWEEP_METHODS",
+    "ConsistencyCheck",
+    "DerivativeReport",
+    "ElementResult",
+    "PairResult",
+    "StepSweep",
+    "require_matplotlib",
+]
+
+SWEEP_METHODS = ("forward", "central", "complex-step")
 
 _METHOD_NAMES = {
     "central": "central differences",
     "richardson": "Richardson extrapolation",
     "complex-step": "complex step, cross-checked with central differences",
 }
+
+
+def require_matplotlib(what: str) -> None:
+    """Raise an ImportError that says how to install matplotlib if it is missing."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            f"{what} needs matplotlib, which is not installed; install the optional extra "
+            "with `pip install funcdiff[plot]` (or `pip install matplotlib`)"
+        ) from exc
+
+
+@dataclass
+class StepSweep:
+    """Error of finite differences against the AD value as a function of the step.
+
+    ``errors[method][k]`` is ``|FD(steps[k]) - AD| / max(|AD|, tiny)`` (NaN where the
+    function could not be evaluated); ``best_step[method]`` minimises it.
+    """
+
+    label: str
+    element: str
+    x: float
+    ad: float
+    steps: np.ndarray
+    errors: dict[str, np.ndarray]
+    best_step: dict[str, float | None]
+    best_error: dict[str, float | None]
+    check_step: float | None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "label": self.label,
+            "element": self.element,
+            "x": json_float(self.x),
+            "ad": json_float(self.ad),
+            "steps": [json_float(s) for s in self.steps],
+            "errors": {k: [json_float(e) for e in v] for k, v in self.errors.items()},
+            "best_step": {k: json_float(v) for k, v in self.best_step.items()},
+            "best_error": {k: json_float(v) for k, v in self.best_error.items()},
+            "check_step": json_float(self.check_step),
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        methods = list(self.errors)
+        lines = [
+            f"Step sweep for {self.label} at {self.element} (x = {self.x:.6g}, "
+            f"AD = {self.ad:.10g}); relative error of each difference quotient",
+            "  step      " + "".join(f"{m:>14}" for m in methods),
+        ]
+        for k, h in enumerate(self.steps):
+            lines.append(
+                f"  {h:8.1e}  "
+                + "".join(f"{format_number(self.errors[m][k]):>14}" for m in methods)
+            )
+        for m in methods:
+            if self.best_step[m] is not None:
+                lines.append(
+                    f"  best {m}: step {self.best_step[m]:.1e}, "
+                    f"error {format_number(self.best_error[m])}"
+                )
+        lines.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def plot(self, path: Any, *, title: str | None = None) -> Any:
+        """Draw the log-log error-versus-step chart (the "V") to ``path`` (PNG, SVG, PDF).
+
+        Needs matplotlib, the optional extra ``funcdiff[plot]``.
+        """
+        require_matplotlib("plotting a step sweep")
+        from matplotlib.figure import Figure
+
+        fig = Figure(figsize=(6.4, 4.4), dpi=100)
+        ax = fig.add_subplot(1, 1, 1)
+        positive = [e[np.isfinite(e) & (e > 0)] for e in self.errors.values()]
+        floor = min((float(p.min()) for p in positive if p.size), default=1e-16) / 10
+        styles = {
+            "forward": ("o-", "tab:blue"),
+            "central": ("s-", "tab:orange"),
+            "complex-step": ("^-", "tab:green"),
+        }
+        for m, e in self.errors.items():
+            if not np.any(np.isfinite(e)):
+                continue
+            marker, color = styles.get(m, (".-", None))
+            shown = np.where(np.isfinite(e), np.maximum(e, floor), np.nan)
+            ax.loglog(self.steps, shown, marker, color=color, markersize=3, label=m)
+        if self.check_step:
+            ax.axvline(
+                self.check_step,
+                color="gray",
+                linestyle="--",
+                linewidth=1,
+                label="step used by the check",
+            )
+        ax.set_xlabel("step h")
+        ax.set_ylabel("relative error |FD - AD| / |AD|")
+        ax.set_title(title or f"{self.label} at {self.element}", fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path)
+        return path
 
 
 @dataclass
@@ -381,8 +493,10 @@ class DerivativeReport:
         -------
         StepSweep
         """
-        check_sweep_methods(methods)
-        return sweep(self._pick(pair), element, steps, methods)
+        for m in methods:
+            if m not in SWEEP_METHODS:
+                raise ValueError(f"methods must be among {SWEEP_METHODS}, got {m!r}")
+        return _sweep(self._pick(pair), element, steps, methods)
 
     def plot_step_sweep(
         self, path: Any, pair: Any = None, element: Any = None, **kwargs: Any
@@ -438,3 +552,55 @@ def _failure_message(p: PairResult) -> str:
         else f"{p.n_failed} elements fail",
     ]
     return "\n".join(rows)
+
+
+def _default_element(p: PairResult) -> tuple:
+    """The worst element of the block, or its largest AD value when it was only projected."""
+    if p.worst is not None:
+        return (p.worst.output_index, p.worst.input_index)
+    ad_block = p._ad
+    flat = int(np.argmax(np.abs(ad_block))) if ad_block.size else 0
+    ij = np.unravel_index(flat, ad_block.shape) if ad_block.size else ()
+    no = len(p.output_shape)
+    return (tuple(ij[:no]), tuple(ij[no:]))
+
+
+def _sweep(
+    p: PairResult, element: Any, steps: Sequence[float] | None, methods: Sequence[str]
+) -> StepSweep:
+    """The step sweep of one element of the block ``p`` (see DerivativeReport.step_sweep)."""
+    target = p._target
+    if element is None:
+        element = _default_element(p)
+    out_idx, in_idx = (tuple(element[0]), tuple(element[1]))
+    try:
+        ad = float(p._ad[out_idx + in_idx])
+    except IndexError:
+        raise ValueError(
+            f"element {element!r} is outside the block of shape {p.output_shape} x {p.input_shape}"
+        ) from None
+    row = target.row_offsets()[p._q]
+    row += int(np.ravel_multi_index(out_idx, p.output_shape)) if out_idx else 0
+    xk, hs, quotients, notes = step_quotients(target, p.input, row, in_idx, steps, methods)
+    tiny = max(abs(ad), np.finfo(float).tiny)
+    errors = {m: np.abs(d - ad) / tiny for m, d in quotients.items()}
+    best_step: dict[str, float | None] = {}
+    best_error: dict[str, float | None] = {}
+    for m, e in errors.items():
+        if np.any(np.isfinite(e)):
+            i = int(np.nanargmin(e))
+            best_step[m], best_error[m] = float(hs[i]), float(e[i])
+        else:
+            best_step[m] = best_error[m] = None
+    return StepSweep(
+        label=p.label,
+        element=target.element_label(p._q, p.input, out_idx, in_idx),
+        x=xk,
+        ad=ad,
+        steps=hs,
+        errors=errors,
+        best_step=best_step,
+        best_error=best_error,
+        check_step=float(p._steps[out_idx + in_idx]) if p._steps is not None else None,
+        notes=notes,
+    )
