@@ -2,7 +2,8 @@
 
 The ufuncs of ``scipy.special`` (``gammaln``, ``erf``, ``expit``, ``jv``, ...) run on
 Tensors as they are: NumPy hands the call to the Tensor, which applies the registered
-derivative rule. The functions here cover what SciPy does not dispatch:
+derivative rule, and every one of them is re-exported here (``from funcdiff.special
+import gammaln``). The functions here cover what SciPy does not dispatch:
 
 * :func:`logsumexp`, :func:`softmax` and :func:`log_softmax`, with
   ``scipy.special``'s signatures and its numerical stability;
@@ -268,3 +269,24 @@ for _f in (softmax, log_softmax):
     if _f.__doc__:  # None under python -OO
         _f.__doc__ %= {"normalise_parameters": _NORMALISE_PARAMETERS}
 del _f
+
+
+def _scipy_ufunc(name: str) -> Any:
+    """``scipy.special``'s ufunc ``name``, or None."""
+    import numpy as np
+
+    value = getattr(sp, name, None) if not name.startswith("_") else None
+    return value if isinstance(value, np.ufunc) else None
+
+
+def __getattr__(name: str) -> Any:
+    # Every ufunc of scipy.special is re-exported (``from funcdiff.special import
+    # gammaln``): ufuncs run on Tensors as they are, through their derivative rules.
+    ufunc = _scipy_ufunc(name)
+    if ufunc is None:
+        raise AttributeError(f"module 'funcdiff.special' has no attribute {name!r}")
+    return ufunc
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {n for n in dir(sp) if _scipy_ufunc(n) is not None})

@@ -60,7 +60,26 @@ def is_inference_mode_enabled() -> bool:
 
 
 class _GradModeContext:
-    """Base for context managers that also work as decorators."""
+    """Base for context managers that also work as decorators.
+
+    Those whose arguments all have defaults (``no_grad``, ``enable_grad``,
+    ``inference_mode``) decorate with or without parentheses, as in torch:
+    ``@no_grad`` and ``@no_grad()`` are the same.
+    """
+
+    #: Whether ``Mode(func)`` means ``Mode()(func)`` (the mode takes no required argument).
+    _bare_decorator = False
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if (
+            cls._bare_decorator
+            and len(args) == 1
+            and not kwargs
+            and callable(args[0])
+            and not isinstance(args[0], (bool, _GradModeContext))
+        ):
+            return cls()(args[0])  # used as ``@Mode`` without parentheses
+        return super().__new__(cls)
 
     def _enter_mode(self) -> None:
         raise NotImplementedError
@@ -100,6 +119,8 @@ class no_grad(_GradModeContext):
     False
     """
 
+    _bare_decorator = True
+
     def _enter_mode(self) -> None:
         thread_state.grad_enabled = False
 
@@ -117,6 +138,8 @@ class enable_grad(_GradModeContext):
     >>> y.requires_grad
     True
     """
+
+    _bare_decorator = True
 
     def _enter_mode(self) -> None:
         thread_state.grad_enabled = True
@@ -174,6 +197,8 @@ class inference_mode(_GradModeContext):
     ...     fd.is_grad_enabled()
     False
     """
+
+    _bare_decorator = True
 
     def __init__(self, mode: bool = True) -> None:
         self.mode = mode

@@ -26,6 +26,12 @@ __all__ = [
     "Edge",
     "FREED_GRAPH_MESSAGE",
     "INPLACE",
+    "AFTER_INPLACE",
+    "ANOMALY",
+    "WATCHERS",
+    "notify_created",
+    "note_creation",
+    "creation_stack",
     "SEQUENCE",
     "note_inplace_change",
     "version_of",
@@ -67,6 +73,50 @@ def note_inplace_change() -> None:
     INPLACE.count += 1
 
 
+#: Anomaly detection (:mod:`funcdiff.autograd.anomaly_mode`): ``[enabled, check_nan]``.
+ANOMALY: list = [False, True]
+
+#: What runs on every node the recorder makes, while anything does: anomaly
+#: detection's stack capture, saved-tensor hooks. Empty, it costs the recorder one
+#: truth test per node.
+WATCHERS: list = []
+
+
+def notify_created(node: Node) -> None:
+    """Give a newly recorded ``node`` to every watcher."""
+    for watch in WATCHERS:
+        watch(node)
+
+
+#: Where each node was created, recorded while anomaly detection is on.
+_CREATION_STACKS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_creation(node: Node) -> None:
+    """Remember the forward call stack that created ``node`` (anomaly detection)."""
+    import os
+    import traceback
+
+    package = os.path.dirname(os.path.dirname(__file__)) + os.sep
+    # The user's frames: funcdiff's own (dispatch, rules) say nothing about where.
+    stack = [f for f in traceback.extract_stack() if not f.filename.startswith(package)]
+    _CREATION_STACKS[node] = stack
+
+
+def creation_stack(node: Node) -> str | None:
+    """The formatted forward call stack that created ``node``, if it was recorded."""
+    import traceback
+
+    stack = _CREATION_STACKS.get(node)
+    return None if stack is None else "".join(traceback.format_list(stack))
+
+
+#: ``after_write(tensor, None)`` of :mod:`funcdiff.ops.inplace`, installed by it: what a
+#: recorded in-place change of ``tensor`` does to the history of its views and base.
+#: The autograd layer (``ctx.mark_dirty``) calls it without importing the ops layer.
+AFTER_INPLACE: list = [None]
+
+
 #: Creation order of nodes. A node's inputs exist before it does, so every edge leads to
 #: a smaller number: visiting nodes by decreasing ``seq`` is a topological order.
 SEQUENCE = itertools.count()
@@ -97,11 +147,21 @@ class Node:
     #: it without recording the saved values (true for rule nodes).
     transposes_on_constants = False
 
+    #: Whether forward mode, transposing the vjp, must refuse a cotangent that was not
+    #: recorded from the incoming one (a custom Function's backward may leave the Tensors).
+    transposes_strictly = False
+
+    #: Whether outputs that received no cotangent get zeros before :meth:`apply` (a
+    #: custom Function's ``ctx.set_materialize_grads(False)`` asks for None instead).
+    materializes_grads = True
+
     def __init__(self, edges: tuple, out_meta: tuple) -> None:
         self.seq = next(SEQUENCE)
         self.edges = edges
         self.out_meta = out_meta
-        self.pre_hooks: dict[int, list[Callable]] | None = None
+        # Hooks of the output tensors by output index; the node's own under "node_pre"
+        # and "node_post".
+        self.pre_hooks: dict[Any, list[Callable]] | None = None
         self.retained: dict[int, weakref.ref] | None = None
         # Set when one of the node's outputs is modified in place after it was made.
         self.modified = False
@@ -112,8 +172,44 @@ class Node:
 
     @property
     def next_functions(self) -> tuple[tuple[Node | None, int], ...]:
-        """The nodes that produced this node's inputs, as ``(node, output_index)``."""
-        return tuple(e if e is not None else (None, 0) for e in self.edges)
+        """The nodes that produced this node's inputs, as ``(node, output_index)``, one
+        per operand in argument order; a constant operand is ``(None, 0)``, as in torch.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import funcdiff as fd
+        >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> fns = (x * np.ones(2)).grad_fn.next_functions
+        >>> type(fns[0][0]).__name__, fns[1]
+        ('AccumulateGrad', (None, 0))
+        """
+        return tuple(self.edges[k] if k is not None else (None, 0) for k in self.input_slots())
+
+    def input_slots(self) -> tuple[int | None, ...]:
+        """For each operand, in argument order, the index of its edge, or None for a
+        constant (what :attr:`next_functions` and the node hooks are aligned to)."""
+        return tuple(range(len(self.edges)))
+
+    def register_prehook(self, hook: Callable) -> Any:
+        """Call ``hook(grad_outputs)`` before this node runs in backward; a tuple it
+        returns replaces the gradients of the node's outputs (torch's ``Node`` hook)."""
+        return self._add_node_hook("node_pre", hook)
+
+    def register_hook(self, hook: Callable) -> Any:
+        """Call ``hook(grad_inputs, grad_outputs)`` after this node ran in backward;
+        ``grad_inputs`` is aligned with :attr:`next_functions` (None for constants), and
+        a tuple it returns replaces it (torch's ``Node`` hook)."""
+        return self._add_node_hook("node_post", hook)
+
+    def _add_node_hook(self, kind: str, hook: Callable) -> Any:
+        if not callable(hook):
+            raise TypeError(f"a Node hook must be callable, got {type(hook).__name__}")
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        hooks = self.pre_hooks.setdefault(kind, [])
+        hooks.append(hook)
+        return _NodeHookHandle(hooks, hook)
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
         """Map output cotangents to one cotangent per edge (None where there is none)."""
@@ -153,6 +249,10 @@ class Node:
         """Describe the saved value ``label`` for error messages."""
         return str(label)
 
+    def pack_saved(self, pack: Callable, unpack: Callable) -> None:
+        """Store the values saved for backward as ``pack(value)``, to be read back
+        through ``unpack`` (saved-tensor hooks); nodes that save nothing ignore it."""
+
     def add_pre_hook(self, output_nr: int, hook: Callable) -> None:
         if self.pre_hooks is None:
             self.pre_hooks = {}
@@ -162,6 +262,20 @@ class Node:
         return f"<{self.name()} object at {id(self):#x}>"
 
 
+class _NodeHookHandle:
+    """Returned by a Node's ``register_hook``/``register_prehook``; ``remove()`` undoes it."""
+
+    __slots__ = ("_hooks", "_hook")
+
+    def __init__(self, hooks: list, hook: Callable) -> None:
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
 class AccumulateGrad(Node):
     """The sink of a leaf tensor: gradients arriving here belong to the leaf.
 
@@ -169,11 +283,13 @@ class AccumulateGrad(Node):
     graphs it took part in.
     """
 
-    __slots__ = ("_tensor_ref",)
+    __slots__ = ("_tensor_ref", "post_accumulate")
 
     def __init__(self, tensor: Tensor) -> None:
         super().__init__((), ((tensor.data.shape, tensor.data.dtype),))
         self._tensor_ref = weakref.ref(tensor)
+        # Tensor.register_post_accumulate_grad_hook's hooks, called after .grad is updated.
+        self.post_accumulate: list[Callable] | None = None
 
     @property
     def variable(self) -> Tensor | None:

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeAlias, cast
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
-from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT, alternative, stats_method_name
+from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT
+from funcdiff._core.conversions import scipy_advice, scipy_caller
 from funcdiff._core.graph import AccumulateGrad, Node
 
 __all__ = ["Tensor", "tensor", "as_tensor", "wrap", "gradient_edge", "RemovableHandle"]
@@ -270,6 +271,11 @@ class Tensor:
         return self.grad_fn is None
 
     @property
+    def output_nr(self) -> int:
+        """Which output of its ``grad_fn`` this tensor is (0 for leaves)."""
+        return self._output_nr
+
+    @property
     def retains_grad(self) -> bool:
         """True after ``retain_grad()`` on a non-leaf."""
         return self._retains_grad
@@ -402,6 +408,37 @@ class Tensor:
         assert node.pre_hooks is not None  # add_pre_hook made it
         return RemovableHandle(node.pre_hooks[nr], hook)
 
+    def register_post_accumulate_grad_hook(self, hook: Callable[[Tensor], None]) -> Any:
+        """Call ``hook(tensor)`` after backward accumulated into this leaf's ``.grad``.
+
+        Leaves that require grad only (an optimiser step per parameter, as in torch).
+        Returns a handle whose ``remove()`` unregisters the hook.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> w = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> seen = []
+        >>> h = w.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+        >>> (w * w).sum().backward()
+        >>> seen
+        [[2.0, 4.0]]
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        if not callable(hook):
+            raise TypeError(f"expected a callable hook, got {_type_name(hook)}")
+        node = self._gradient_edge()[0]
+        assert isinstance(node, AccumulateGrad)
+        if node.post_accumulate is None:
+            node.post_accumulate = []
+        node.post_accumulate.append(hook)
+        return RemovableHandle(node.post_accumulate, hook)
+
     def _gradient_edge(self) -> tuple[Node, int]:
         """The (node, output index) whose incoming gradient is this tensor's gradient
         (:func:`gradient_edge`)."""
@@ -443,57 +480,15 @@ class Tensor:
         _observed(self, "array", self.data)
         return self.data.tolist()
 
-    @staticmethod
-    def _scipy_caller() -> str | None:
-        """The public SciPy function converting a tensor (``scipy.linalg.expm``,
-        ``scipy.stats.norm.logpdf``), if any."""
-        # SciPy does not dispatch to Tensors: only the call stack (read on error paths) shows
-        # it. NumPy frames are skipped; the outermost public one of the first SciPy frames wins.
-        import sys
-        import types
-
-        def public_name(module: str, name: str) -> str | None:
-            parts = module.split(".")
-            public = ".".join(parts[: next((i for i, p in enumerate(parts) if p[:1] == "_"), None)])
-            found = getattr(sys.modules.get(public), name, None) if name[:1] != "_" else None
-            return f"{public}.{name}" if public != "scipy" and found is not None else None
-
-        frame: types.FrameType | None = sys._getframe(1)
-        caller = None
-        while frame is not None:
-            module = frame.f_globals.get("__name__", "")
-            top = module.partition(".")[0]
-            if top == "scipy":
-                found = public_name(module, frame.f_code.co_name)
-                local = frame.f_locals
-                if found is None and "self" in local:  # a scipy.stats distribution's method
-                    found = stats_method_name(frame.f_code.co_name, local["self"])
-                for value in local.values() if found is None else ():
-                    if isinstance(value, types.FunctionType):  # a decorator's wrapped function
-                        found = found or public_name(value.__module__, value.__name__)
-                caller = found or caller
-            elif top != "numpy" and module != __name__:
-                break
-            frame = frame.f_back
-        return caller
-
-    @staticmethod
-    def _scipy_advice(caller: str) -> str:
-        """What to do about ``caller``, a SciPy function that refused a Tensor."""
-        instead = alternative(caller)
-        if instead is None:
-            return f"funcdiff has no rule for {caller}."
-        return f"use {instead}, which accepts Tensors."
-
     def _plain_number(self, conversion: str) -> Any:
         """``item()`` for ``conversion`` (``float()`` ...); raises if a derivative would be lost."""
         number = self.item()  # a tensor of several elements: item()'s ValueError first
         if not (self._requires_grad and grad_mode.is_grad_enabled()):
             return number
-        caller = Tensor._scipy_caller()
+        caller = scipy_caller()
         by = (
             f" ({caller} called it: SciPy functions do not accept Tensors; "
-            f"{Tensor._scipy_advice(caller)[:-1]})"
+            f"{scipy_advice(caller)[:-1]})"
             if caller
             else ""
         )
@@ -512,7 +507,7 @@ class Tensor:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if self._requires_grad and grad_mode.is_grad_enabled():
-            caller = Tensor._scipy_caller()
+            caller = scipy_caller()
             how = (
                 "A NumPy or SciPy function without a funcdiff rule was probably called on it, "
                 "or it was stored into a plain ndarray (out[...] = t; make out with "
@@ -521,7 +516,7 @@ class Tensor:
             if caller is not None:
                 how = (
                     f"{caller} was called on it, and SciPy functions do not accept Tensors: "
-                    + Tensor._scipy_advice(caller)
+                    + scipy_advice(caller)
                 )
             raise RuntimeError(
                 "Can't convert a Tensor that requires grad to an ndarray: the gradient "

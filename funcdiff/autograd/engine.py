@@ -22,9 +22,11 @@ import numpy as np
 
 from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import (
+    ANOMALY,
     AccumulateGrad,
     Node,
     PartialCotangent,
+    creation_stack,
     fit_cotangent,
     note_inplace_change,
 )
@@ -246,11 +248,14 @@ def run_backward(
     retain_graph: bool,
     create_graph: bool,
     batch_shape: tuple[int, ...] = (),
+    stop_at_targets: bool = False,
 ) -> dict[tuple[Node, int], Any]:
     """Run one backward pass and return the cotangents captured at ``targets``.
 
     With ``accumulate=True`` the gradients reaching leaves go into their ``.grad``
-    (only the leaves among ``targets``, when targets are given).
+    (only the leaves among ``targets``, when targets are given). With
+    ``stop_at_targets`` the target nodes are captured but never run, so the pass stays
+    inside the part of the graph above them (checkpointing's recomputed segment).
     """
     buffers: dict[Node, list] = {}
     root_nodes: list[Node] = []
@@ -258,14 +263,14 @@ def run_backward(
     node: Node | None
     t: Tensor | None
     for t, g in zip(roots, root_grads):
-        node, nr = t._gradient_edge()
-        buf = buffers.get(node)
+        root, nr = t._gradient_edge()
+        buf = buffers.get(root)
         if buf is None:
-            buf = buffers[node] = [None] * len(node.out_meta)
-            root_nodes.append(node)
+            buf = buffers[root] = [None] * len(root.out_meta)
+            root_nodes.append(root)
         buf[nr] = g if buf[nr] is None else buf[nr] + g
         if type(g) is BasisBatch:
-            lazy.add(node)
+            lazy.add(root)
 
     # Nodes run by decreasing creation number: every consumer of a node was made after
     # it, so all of a node's cotangents have arrived when its turn comes, with no pass
@@ -274,8 +279,8 @@ def run_backward(
     capture: dict[Node, list[int]] = {}
     runnable: set[Node] | None = None
     if targets is not None:
-        for node, nr in targets:
-            capture.setdefault(node, []).append(nr)
+        for target, nr in targets:
+            capture.setdefault(target, []).append(nr)
         # Every path ends at a leaf, so when every leaf reached is a target, every node
         # leads to one. Otherwise run only the nodes one of whose inputs leads to a target.
         seen = set(root_nodes)
@@ -311,6 +316,11 @@ def run_backward(
     tracer = tracing.current_tracer()
     _state.grad_enabled = create_graph and (tracer is None or not tracer.graph_free)
     ndarray = np.ndarray
+    check_nan = ANOMALY[0] and ANOMALY[1]
+    # The chain path below skips the per-node checks: taken only without create_graph
+    # and without anomaly detection (nodes with Node hooks take the general way too).
+    chain_ok = not create_graph and not check_nan
+    post_hooks = None  # the running node's register_hook hooks, when it has any
     node = None  # the node to run next, when known without the heap
     grads: list = []
     try:
@@ -325,25 +335,32 @@ def run_backward(
                 lazy.discard(node)
                 _materialize(node, grads, capture)
             if node.pre_hooks or node.retained:
-                _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
+                post_hooks = _run_tensor_hooks(node, grads, accumulate, create_graph, batch_shape)
             if capture and node in capture:
                 for nr in capture[node]:
                     captured[(node, nr)] = grads[nr]
+                if stop_at_targets:
+                    node = post_hooks = None
+                    continue
             if not edges:
+                post_hooks = None
                 if accumulate and type(node) is AccumulateGrad:
                     if targets is None or node in capture:
                         t = node.variable
                         if t is not None:
                             _accumulate_into(t, grads[0], create_graph)
+                            if node.post_accumulate:
+                                for hook in list(node.post_accumulate):
+                                    hook(t)
                 node = None
                 continue
             if runnable is not None and node not in runnable:
-                node = None
+                node = post_hooks = None
                 continue  # nothing it leads to is wanted
             if len(grads) > 1:
                 _fill_missing(node, grads, create_graph, batch_shape)
             sole_input = len(edges) == 1
-            if sole_input and len(grads) == 1 and not create_graph:
+            if sole_input and len(grads) == 1 and chain_ok and post_hooks is None:
                 # A link of a chain, the commonest node: one cotangent in, one out.
                 g = node.run_single(grads[0], retain_graph)
                 child = edges[0][0]
@@ -367,6 +384,11 @@ def run_backward(
                 in_grads: Sequence[Any] = (g,)
             else:
                 in_grads = node.run(grads, create_graph, retain_graph)
+                if check_nan:
+                    _check_nan(node, in_grads)
+                if post_hooks is not None:
+                    in_grads = _run_node_post_hooks(node, post_hooks, in_grads, grads)
+                    post_hooks = None
             node = None
             for (child, nr), g in zip(edges, in_grads):
                 if g is not None:
@@ -429,6 +451,28 @@ def run_backward(
 _LAZY_TYPES = (PartialCotangent, BasisBatch)
 
 
+def _check_nan(node: Node, results: Sequence[Any]) -> None:
+    """Anomaly detection: refuse a node's cotangent that holds NaN, naming the node and
+    showing the forward call that created it."""
+    for i, g in enumerate(results):
+        if g is None or type(g) is BasisBatch:
+            continue
+        data = g.values if type(g) is PartialCotangent else getattr(g, "data", g)
+        if isinstance(g, np.ndarray):
+            data = g
+        if np.isnan(np.asarray(data)).any():
+            stack = creation_stack(node)
+            where = (
+                "\nTraceback of the forward call that created it:\n" + stack
+                if stack
+                else "\n(no forward traceback: the node was created before anomaly "
+                "detection was enabled)"
+            )
+            raise RuntimeError(
+                f"Function '{node.name()}' returned nan values in its {i}th output.{where}"
+            )
+
+
 def _materialize(node: Node, grads: list, capture: dict) -> None:
     """Dense arrays for the partial cotangents of ``node``, and for its structured ones
     unless its rule takes them as they are (hooks, captures and leaves see arrays)."""
@@ -458,16 +502,57 @@ def _sum(a: Any, b: Any) -> Any:
     return a + b
 
 
+def _public(g: Any) -> Any:
+    """A cotangent as a hook sees it: a Tensor (None stays None)."""
+    if g is None or isinstance(g, Tensor):
+        return g
+    return wrap(np.asarray(g), False, None, 0)
+
+
+def _engine_form(g: Any, create_graph: bool) -> Any:
+    if isinstance(g, Tensor) and not create_graph:
+        return g.data
+    return g
+
+
+def _run_node_post_hooks(node: Node, hooks: list, in_grads: Sequence[Any], grads: list) -> list:
+    """A Node's ``register_hook`` hooks: ``hook(grad_inputs, grad_outputs)``, with
+    ``grad_inputs`` aligned with ``next_functions`` (None for constant operands)."""
+    slots = node.input_slots()
+    result = list(in_grads)
+    outs = tuple(_public(g) for g in grads)
+    for hook in list(hooks):
+        public = tuple(None if k is None else _public(result[k]) for k in slots)
+        replaced = hook(public, outs)
+        if replaced is not None:
+            replaced = tuple(replaced)
+            if len(replaced) != len(slots):
+                raise RuntimeError(
+                    f"hook returned {len(replaced)} gradients for {len(slots)} inputs"
+                )
+            for k, g in zip(slots, replaced):
+                if k is not None:
+                    result[k] = g
+    create_graph = any(isinstance(g, Tensor) and g._requires_grad for g in result)
+    return [None if g is None else _engine_form(g, create_graph) for g in result]
+
+
 def _run_tensor_hooks(
     node: Node, grads: list, accumulate: bool, create_graph: bool, batch_shape: tuple
-) -> None:
-    """Hooks registered on the node's output tensors, then ``retain_grad`` storage.
+) -> list | None:
+    """Hooks registered on the node's output tensors, then ``retain_grad`` storage,
+    then the node's own pre-hooks. Returns the node's post-hooks (None if none).
 
     A hook sees one gradient shaped like its tensor: under a batch of cotangents it
     runs once per batch entry (as torch's hooks do under vmap).
     """
+    post = None
     if node.pre_hooks:
         for nr, hooks in node.pre_hooks.items():
+            if type(nr) is str:
+                if nr == "node_post" and hooks:
+                    post = hooks
+                continue
             g = grads[nr]
             if g is None or not hooks:
                 continue
@@ -481,10 +566,23 @@ def _run_tensor_hooks(
             t = ref()
             if t is not None and grads[nr] is not None:
                 _accumulate_into(t, grads[nr], create_graph)
+    pre = node.pre_hooks.get("node_pre") if node.pre_hooks else None
+    for hook in list(pre or ()):
+        replaced = hook(tuple(_public(g) for g in grads))
+        if replaced is not None:
+            replaced = tuple(replaced)
+            if len(replaced) != len(grads):
+                raise RuntimeError(
+                    f"prehook returned {len(replaced)} gradients for {len(grads)} outputs"
+                )
+            grads[:] = [None if g is None else _engine_form(g, create_graph) for g in replaced]
+    return post
 
 
 def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tuple) -> None:
     """Zeros for the outputs of a multi-output node that received no cotangent."""
+    if not node.materializes_grads:
+        return  # a custom Function that asked for None (set_materialize_grads(False))
     for i, g in enumerate(grads):
         if g is None:
             shape, dtype = node.out_meta[i]
@@ -553,7 +651,7 @@ def backward(
         if not inputs:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
         targets = [t._gradient_edge() for t in inputs]
-    run_backward(
+    captured = run_backward(
         outputs,
         grads,
         targets=targets,
@@ -561,6 +659,14 @@ def backward(
         retain_graph=retain_graph,
         create_graph=create_graph,
     )
+    if inputs is not None:
+        # A non-leaf among ``inputs`` gets its gradient in ``.grad`` too (the pass
+        # accumulates only into leaves, and into non-leaves that retain_grad).
+        for t, target in zip(inputs, targets):  # type: ignore[arg-type]
+            if t.grad_fn is not None and not t._retains_grad:
+                g = captured.get(target)
+                if g is not None:
+                    _accumulate_into(t, g, create_graph)
 
 
 def grad(

@@ -26,19 +26,31 @@ from funcdiff._core.graph import Node, fit_cotangent
 from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.autograd.engine import grad
 
-__all__ = ["push_forward", "transpose_vjp"]
+__all__ = ["push_forward", "transpose_vjp", "NotTransposable"]
 
 _state = grad_mode.thread_state
 
 
+class NotTransposable(RuntimeError):
+    """A node's vjp, run on Tensor cotangents, did not record its result: forward mode
+    cannot transpose it (a custom Function's backward that leaves the Tensors)."""
+
+
 def transpose_vjp(
-    node: Node, tangents: Sequence[Any], create_graph: bool, batched: bool, constant_args: bool
+    node: Node,
+    tangents: Sequence[Any],
+    create_graph: bool,
+    batched: bool,
+    constant_args: bool,
+    strict: bool = False,
 ) -> list[Any]:
     """Output tangents of ``node`` from its vjp: ``J t = d/du <J^T u, t>``.
 
     ``constant_args`` says that ``node.apply(..., create_graph=False)`` computes its
     vjp from the given (Tensor) cotangents and constant saved values, so the recorded
     ``J^T u`` depends on ``u`` only. Otherwise the vjp runs as under ``create_graph``.
+    ``strict`` raises :class:`NotTransposable` where a cotangent (not None) of an input
+    with a tangent was not recorded from ``u``, instead of taking it as zero.
     """
     previous = _state.grad_enabled
     _state.grad_enabled = True
@@ -49,6 +61,13 @@ def transpose_vjp(
         outputs, pushed = [], []
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):
             if t is None or not isinstance(c, Tensor) or not c._requires_grad:
+                if strict and t is not None and c is not None:
+                    raise NotTransposable(
+                        f"{node.name()} returned a gradient that was not computed from its "
+                        "incoming gradient with Tensor operations, so forward mode cannot "
+                        "transpose it: give the Function a jvp staticmethod, or write its "
+                        "backward with Tensor operations"
+                    )
                 continue
             c = fit_cotangent(c, child.out_meta[nr], ())
             outputs.append(c)
@@ -166,7 +185,14 @@ def push_forward(
             if out is NotImplemented:
                 # The one place that decides the fallback: every node without a tangent
                 # map (or whose map declines) has its vjp transposed.
-                out = transpose_vjp(node, ins, create_graph, batched, node.transposes_on_constants)
+                out = transpose_vjp(
+                    node,
+                    ins,
+                    create_graph,
+                    batched,
+                    node.transposes_on_constants,
+                    strict=node.transposes_strictly,
+                )
             metas = node.out_meta
             for i, t in enumerate(out):
                 if t is not None:

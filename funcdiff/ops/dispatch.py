@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
-from funcdiff._core.graph import INPLACE, SEQUENCE, version_of
+from funcdiff._core.graph import INPLACE, SEQUENCE, WATCHERS, notify_created, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 from funcdiff._core.tensor import Tensor, wrap
+from funcdiff._core.views import register_view
 from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def _mark_view(t: Tensor, sources: Sequence[Tensor]) -> None:
     for s in sources:
         if np.may_share_memory(t.data, s.data):
             t._version_owner = s._version_owner if s._version_owner is not None else s
-            t._view_of = s._view_of if s._view_of is not None else s
+            register_view(t, s._view_of if s._view_of is not None else s)
             return
 
 
@@ -237,6 +238,8 @@ def _record(
     node.checks = tuple(checks)
     node.epoch = INPLACE.count
     node.modified = False
+    if WATCHERS:
+        notify_created(node)
     if multi:
         for i, o in enumerate(outputs):
             if o.data.dtype.kind in "fc":
@@ -508,6 +511,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                     break
     node.checks = checks
     node.epoch = epoch
+    if WATCHERS:
+        notify_created(node)
     return wrap(out, True, node, 0)
 
 

@@ -35,6 +35,9 @@ __all__ = ["RuleNode", "PositionalNode"]
 #: copies, where a large gather would be slower).
 _GATHER_ELEMENTS = 1 << 16
 
+# A positional argument that is not an array operand (an axis, a shape): no slot.
+_NOT_OPERAND = object()
+
 # Shared, never mutated: rules receive **kwargs, which Python copies.
 _NO_KWARGS: dict[str, Any] = {}
 
@@ -68,6 +71,24 @@ class _SavedNode(Node):
 
     def saved_value(self, label: Any) -> Any:
         raise NotImplementedError
+
+    def _operand_slots(self, operands: Sequence[Any], keys: Sequence[Any]) -> tuple:
+        """Edge index per operand (None for a constant one), skipping the rule's
+        non-differentiable arguments (indices, conditions)."""
+        slots: list = []
+        edge = 0
+        nondiff = self.rule.nondiff_args
+        for i, a in enumerate(operands):
+            if i in nondiff:
+                continue
+            n = sum(1 for k in keys if k == i)
+            if n:
+                slots.extend(range(edge, edge + n))
+                edge += n
+            elif a is None or isinstance(a, (Tensor, np.ndarray, np.generic, int, float, complex)):
+                slots.append(None)
+        slots.extend(range(edge, len(self.edges)))  # keyword operands, in order
+        return tuple(slots)
 
     def check_saved(self) -> None:
         """Raise if a value this node's rule reads was modified in place since."""
@@ -240,6 +261,15 @@ class RuleNode(_SavedNode):
         self.ans = None
         self.checks = ()
 
+    def input_slots(self) -> tuple[int | None, ...]:
+        args = self.args
+        if args is None or any(sub is not None for _, sub in self.paths):
+            return super().input_slots()
+        keys = [key for key, _ in self.paths]
+        # Only array operands count as constants here (not axes, shapes or orders).
+        operands = [a if isinstance(a, (Tensor, np.ndarray)) else _NOT_OPERAND for a in args]
+        return self._operand_slots(operands, keys)
+
     def saved_value(self, label: Any) -> Any:
         """The argument saved at ``label`` (a path ``(key, index-in-list)``)."""
         key, sub = label
@@ -341,6 +371,10 @@ class PositionalNode(_SavedNode):
         self.args = None
         self.ans = None
 
+    def input_slots(self) -> tuple[int | None, ...]:
+        needs = self.plan.needs
+        return self._operand_slots([None] * len(needs), [i for i, n in enumerate(needs) if n])
+
     def saved_value(self, label: Any) -> Any:
         return self.args[label]
 
@@ -425,3 +459,94 @@ def _arrays(args: tuple) -> tuple:
         a, b = args
         return (a.data if type(a) is Tensor else a, b.data if type(b) is Tensor else b)
     return tuple([a.data if type(a) is Tensor else a for a in args])
+
+
+# ---------------------------------------------------------------- saved-tensor hooks
+class _Packed:
+    """A saved value as a saved-tensor hook's ``pack`` returned it."""
+
+    __slots__ = ("packed", "unpack", "array")
+
+    def __init__(self, packed: Any, unpack: Any, array: bool) -> None:
+        self.packed = packed
+        self.unpack = unpack
+        self.array = array  # saved as an ndarray (an output), handed to the hooks as a Tensor
+
+    def value(self) -> Any:
+        out = self.unpack(self.packed)
+        return out.data if self.array and isinstance(out, Tensor) else out
+
+
+def _pack_value(value: Any, pack: Any, unpack: Any) -> Any:
+    if type(value) is Tensor:
+        return _Packed(pack(value), unpack, False)
+    if type(value) is np.ndarray:
+        return _Packed(pack(wrap(value, False, None, 0)), unpack, True)
+    return value
+
+
+def _unpack_value(value: Any) -> Any:
+    return value.value() if type(value) is _Packed else value
+
+
+def _unpack_tuple(values: Any) -> Any:
+    if type(values) is not tuple:
+        return _unpack_value(values)
+    return tuple([_unpack_value(v) for v in values])
+
+
+_ARGS_SLOT: Any = _SavedNode.__dict__["args"]  # the slots' own descriptors, under the
+_ANS_SLOT: Any = _SavedNode.__dict__["ans"]  # properties below
+
+
+class _PackedSaved:
+    """A node whose saved arguments and output went through saved-tensor hooks: they
+    are unpacked each time the node reads them."""
+
+    __slots__ = ()
+
+    @property
+    def args(self) -> Any:
+        return _unpack_tuple(_ARGS_SLOT.__get__(self))
+
+    @args.setter
+    def args(self, value: Any) -> None:
+        _ARGS_SLOT.__set__(self, value)
+
+    @property
+    def ans(self) -> Any:
+        return _unpack_tuple(_ANS_SLOT.__get__(self))
+
+    @ans.setter
+    def ans(self, value: Any) -> None:
+        _ANS_SLOT.__set__(self, value)
+
+
+class _PackedPositionalNode(_PackedSaved, PositionalNode):
+    __slots__ = ()
+
+
+class _PackedRuleNode(_PackedSaved, RuleNode):
+    __slots__ = ()
+
+
+def _pack_saved(self: _SavedNode, pack: Any, unpack: Any) -> None:
+    if type(self) is PositionalNode:
+        packed_type: type = _PackedPositionalNode
+    elif type(self) is RuleNode:
+        packed_type = _PackedRuleNode
+    else:
+        return
+    args, ans = self.args, self.ans
+    if args is not None:
+        args = tuple([_pack_value(a, pack, unpack) for a in args])
+    if type(ans) is tuple:
+        ans = tuple([_pack_value(a, pack, unpack) for a in ans])
+    else:
+        ans = _pack_value(ans, pack, unpack)
+    self.__class__ = packed_type
+    self.args = args
+    self.ans = ans
+
+
+_SavedNode.pack_saved = _pack_saved  # type: ignore[method-assign,assignment]

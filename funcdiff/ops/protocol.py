@@ -47,11 +47,30 @@ def _snapshot_for(t: Tensor) -> Tensor:
     return old
 
 
+def _into_ndarray(
+    ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict, target: np.ndarray
+) -> np.ndarray:
+    """``w -= g`` with ``w`` an ndarray: NumPy's in-place update when nothing is lost (no
+    input requires grad, or grad mode is off), a RuntimeError otherwise (``w`` unchanged)."""
+    if _needs_gradient(inputs, kwargs):
+        raise RuntimeError(
+            f"numpy.{ufunc.__name__} would write a Tensor that requires grad into a plain "
+            "ndarray (out=, or an augmented assignment such as w -= g with w an ndarray), "
+            "which would lose its gradient. Make w a Tensor, compute w = w - g, or use "
+            "g.detach() (an optimiser's step: work under funcdiff.no_grad())."
+        )
+    data = [a.data if isinstance(a, Tensor) else a for a in inputs]
+    getattr(ufunc, method)(*data, out=target, **kwargs)
+    return target
+
+
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple, kwargs: dict) -> Any:
     """``Tensor.__array_ufunc__``: route a ufunc call to its rule."""
     out = kwargs.pop("out", None)
     if out is not None:
         targets = out if isinstance(out, tuple) else (out,)
+        if len(targets) == 1 and type(targets[0]) is np.ndarray:
+            return _into_ndarray(ufunc, method, inputs, kwargs, targets[0])
         if len(targets) != 1 or not isinstance(targets[0], Tensor):
             raise TypeError("out= must be a single Tensor when a ufunc is applied to Tensors")
         # ``np.multiply(v, w, out=v)`` is ``v *= w``: the rule must save v's old value,

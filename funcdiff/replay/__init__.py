@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff import functional
+from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import (
     argnum_positions,
@@ -147,6 +148,8 @@ class Replayed:
         self._cache.clear()
 
     def __call__(self, *args: Any) -> Any:
+        named = [(f"positional argument {i}", a) for i, a in enumerate(args)]
+        refuse_recorded_arguments("funcdiff.replay", named, self.f)
         self._stats["calls"] += 1
         positions, arrays, key = self._split(args)
         programs = self._cache.get(key)
@@ -323,6 +326,8 @@ class Replayed:
             if self.kind == "grad":
                 return grads
             return float(np.reshape(value, -1)[0]), grads
+        if self.kind == "hvp":  # the value of a scalar function: a float, as above
+            return float(np.reshape(result[0], -1)[0]), result[1]
         return result
 
 
@@ -451,9 +456,10 @@ array([[ 6.,  0.],
 hvp = _maker(
     "hvp",
     """A function ``(*args, v) -> (f(*args), H v)``: a Hessian-vector product, called with
-    the vector after ``f``'s arguments.""",
+    the vector after ``f``'s arguments; the value is a Python float, as
+    :func:`value_and_grad`'s.""",
     """>>> replay.hvp(lambda x: np.sum(x ** 3))(np.array([1.0, 2.0]), np.array([1.0, 0.0]))
-(array(9.), array([6., 0.]))""",
+(9.0, array([6., 0.]))""",
 )
 vjp = _maker(
     "vjp",

@@ -31,6 +31,7 @@ from typing import Any
 
 import scipy.sparse as sp
 
+from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import tensor
 from funcdiff.sparse import linalg  # noqa: F401  (fs.linalg, the submodule)
 from funcdiff.sparse._detect import run_traced
@@ -96,6 +97,7 @@ def jacobian_sparsity(f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ()
            [ True,  True, False],
            [ True,  True,  True]])
     """
+    refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", tuple(args))], f)
     x = as_point(x)
     xt = tensor(x, requires_grad=True)
     out, tracer = run_traced(f, (xt,), tuple(args), hessian=False)
@@ -130,6 +132,7 @@ def hessian_sparsity(f: Callable[..., Any], x: Any, *, args: Sequence[Any] = ())
            [0, 1, 1, 1],
            [0, 0, 1, 1]])
     """
+    refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", tuple(args))], f)
     x = as_point(x)
     xt = tensor(x, requires_grad=True)
     out, tracer = run_traced(f, (xt,), tuple(args), hessian=True)

@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core import grad_mode, tracing
+from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import check_callable, check_choice, check_positive_int
 from funcdiff._jacobian import push_tangents
@@ -169,6 +170,7 @@ class _Prepared:
         check_callable(f, "f")
         check_choice(on_guard_failure, "on_guard_failure", ("redetect", "raise"))
         check_positive_int(max_patterns, "max_patterns")
+        refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", tuple(args))], f)
         self.f = f
         self.replay = bool(replay)
         self._programs: dict[int, Program | None] = {}
@@ -227,6 +229,7 @@ class _Prepared:
         return self._entry.pattern.shape
 
     def _point(self, x: Any, args: tuple) -> tuple[np.ndarray, tuple]:
+        refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", args)])
         x = as_point(x)
         if x.shape != self.x_shape:
             raise ValueError(

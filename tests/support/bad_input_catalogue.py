@@ -556,10 +556,10 @@ CATALOGUE: tuple[Entry, ...] = (
     _e(
         "inplace-view",
         G_INPLACE,
-        "in-place change of a view while recording (a limitation)",
-        X3 + "v = x * 1.0\nv[1:] += 1.0",
+        "in-place change of a view of a leaf that requires grad",
+        X3 + "x[1:] += 1.0",
         RuntimeError,
-        "an in-place operation on a view of another tensor is not supported",
+        "a view of a leaf Variable that requires grad is being used in an in-place operation",
     ),
     # ------------------------------------------------------------------ unsupported
     _e(
@@ -1128,10 +1128,10 @@ CATALOGUE: tuple[Entry, ...] = (
     _e(
         "out-ndarray-target",
         G_ENGINE,
-        "a ufunc writing a Tensor result into an ndarray",
+        "a ufunc writing a Tensor that requires grad into an ndarray",
         X3 + "np.sin(x, out=np.zeros(3))",
-        TypeError,
-        "out= must be a single Tensor when a ufunc is applied to Tensors",
+        RuntimeError,
+        "numpy.sin would write a Tensor that requires grad into a plain ndarray",
     ),
     _e(
         "function-grad-count",

@@ -1,0 +1,191 @@
+"""Forward-mode dual numbers, as ``torch.autograd.forward_ad``.
+
+Inside ``with dual_level():``, ``make_dual(primal, tangent)`` gives a Tensor that
+carries ``tangent`` as its directional derivative; every result computed from it
+carries one too, read with ``unpack_dual(result).tangent``. Dual numbers compose with
+reverse mode: ``fd.grad(f(make_dual(x, v)), x, create_graph=True)`` is the gradient
+whose tangent is the Hessian-vector product ``H v`` (forward over reverse).
+
+How it works: the operations on dual Tensors are recorded as usual, and
+``unpack_dual`` pushes the level's tangents forward through the recorded graph
+(:func:`funcdiff.autograd.forward.push_forward`), node by node, with each rule's
+tangent map (a custom Function's ``jvp``) or its transposed vjp. So tangents need
+recording: they do not flow under :func:`funcdiff.no_grad`, where nothing is recorded.
+
+Examples
+--------
+>>> import numpy as np
+>>> import funcdiff as fd
+>>> import funcdiff.autograd.forward_ad as fwAD
+>>> with fwAD.dual_level():
+...     x = fwAD.make_dual(fd.tensor([0.0, 1.0]), fd.tensor([1.0, 1.0]))
+...     y = np.sin(x) * 2.0
+...     fwAD.unpack_dual(y).tangent
+tensor([2.        , 1.08060461])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from funcdiff._core import grad_mode
+from funcdiff._core.graph import SEQUENCE, Node
+from funcdiff._core.tensor import Tensor, tensor, wrap
+from funcdiff.autograd.forward import push_forward
+
+__all__ = ["dual_level", "make_dual", "unpack_dual", "UnpackedDualTensor", "enter_dual_level"]
+
+
+class UnpackedDualTensor(NamedTuple):
+    """What :func:`unpack_dual` returns: the primal and its tangent (None if none)."""
+
+    primal: Any
+    tangent: Any
+
+
+class _Level:
+    __slots__ = ("seeds", "index")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.seeds: dict[tuple[Node, int], Any] = {}
+
+
+_levels: list[_Level] = []
+
+
+class _DualNode(Node):
+    """A dual Tensor's node: the identity on its primal, the seed of its tangent."""
+
+    __slots__ = ()
+
+    def name(self) -> str:
+        return "MakeDualBackward"
+
+    def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
+        return list(grads[: len(self.edges)])
+
+    def run_single(self, grad: Any, retain_graph: bool) -> Any:
+        return grad
+
+    def tangent(self, tangents: list, create_graph: bool, batched: bool) -> Any:
+        return list(tangents)
+
+
+class dual_level:
+    """Context manager for a forward-mode level: tangents made inside live until it ends.
+
+    Examples
+    --------
+    >>> import funcdiff as fd
+    >>> import funcdiff.autograd.forward_ad as fwAD
+    >>> with fwAD.dual_level():
+    ...     x = fwAD.make_dual(fd.tensor(2.0), fd.tensor(1.0))
+    ...     fwAD.unpack_dual(x ** 3).tangent
+    tensor(12.)
+    """
+
+    def __enter__(self) -> int:
+        return enter_dual_level()
+
+    def __exit__(self, *exc: object) -> None:
+        exit_dual_level()
+
+
+def enter_dual_level() -> int:
+    """Enter a new level and return its index (``dual_level`` does this for you)."""
+    if _levels:
+        raise RuntimeError(
+            "Nested forward mode AD is not supported at the moment: leave the current "
+            "dual_level before entering a new one"
+        )
+    _levels.append(_Level(len(_levels)))
+    return len(_levels) - 1
+
+
+def exit_dual_level(*, level: int | None = None) -> None:
+    """Leave the current level: its tangents are forgotten."""
+    if not _levels:
+        raise RuntimeError("exit_dual_level called outside of a dual_level")
+    _levels.pop()
+
+
+def _current(level: int | None, what: str) -> _Level:
+    if not _levels:
+        raise RuntimeError(
+            f"{what} must be called inside a dual level: use `with "
+            "funcdiff.autograd.forward_ad.dual_level():`"
+        )
+    if level is not None and level != _levels[-1].index:
+        raise RuntimeError(f"{what}: level {level} is not the current dual level")
+    return _levels[-1]
+
+
+def make_dual(tensor_: Any, tangent: Any, *, level: int | None = None) -> Tensor:
+    """A dual Tensor: the values of ``tensor_``, carrying ``tangent``.
+
+    Parameters
+    ----------
+    tensor_ : Tensor or array_like
+        The primal (a floating-point Tensor; it may require grad).
+    tangent : Tensor or array_like
+        The direction, of the primal's shape. A Tensor that requires grad makes the
+        tangents of the results differentiable.
+
+    Raises
+    ------
+    RuntimeError
+        Outside a :class:`dual_level`, or for a tangent of another shape.
+    """
+    current = _current(level, "make_dual")
+    primal = tensor_ if isinstance(tensor_, Tensor) else tensor(tensor_)
+    if primal.dtype.kind not in "fc":
+        raise RuntimeError(
+            f"make_dual expects a floating-point or complex primal, got dtype {primal.dtype}"
+        )
+    if not isinstance(tangent, Tensor):
+        tangent = tensor(np.asarray(tangent, dtype=primal.dtype))
+    if tangent.shape != primal.shape:
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the "
+            f"original Tensor, this is not supported. Tensor is of size {primal.shape} while "
+            f"the given forward gradient is of size {tangent.shape}."
+        )
+    node = _DualNode.__new__(_DualNode)
+    Node.__init__(
+        node,
+        (primal._gradient_edge(),) if primal._requires_grad else (),
+        ((primal.data.shape, primal.data.dtype),),
+    )
+    node.seq = next(SEQUENCE)
+    out = wrap(primal.data, True, node, 0)
+    out._version_owner = primal._version_owner if primal._version_owner is not None else primal
+    current.seeds[(node, 0)] = tangent
+    return out
+
+
+def unpack_dual(tensor_: Any, *, level: int | None = None) -> UnpackedDualTensor:
+    """``(primal, tangent)`` of ``tensor_``; the tangent is None for a value that
+    depends on no dual Tensor of the current level, and outside a level."""
+    if not isinstance(tensor_, Tensor):
+        return UnpackedDualTensor(tensor_, None)
+    if not _levels or not tensor_._requires_grad:
+        return UnpackedDualTensor(tensor_, None)
+    seeds = _current(level, "unpack_dual").seeds
+    if not seeds:
+        return UnpackedDualTensor(tensor_, None)
+    # Tangents are differentiable (recorded) when a tangent or a primal requires grad,
+    # as torch's are (reverse over forward).
+    create_graph = grad_mode.is_grad_enabled() and any(
+        t._requires_grad or node.edges for (node, _), t in seeds.items()
+    )
+    values = {edge: (t if create_graph else t.data) for edge, t in seeds.items()}
+    (tangent,) = push_forward([tensor_], values, create_graph=create_graph)
+    if tangent is None:
+        return UnpackedDualTensor(tensor_, None)
+    if not isinstance(tangent, Tensor):
+        tangent = wrap(np.array(tangent), False, None, 0)
+    return UnpackedDualTensor(tensor_, tangent)
