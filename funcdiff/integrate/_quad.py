@@ -53,8 +53,9 @@ def quad(func: Callable[..., Any], a: Any, b: Any, args: Any = (), **kwargs: Any
     Raises
     ------
     NotImplementedError
-        Differentiating with ``weight`` (a weighted integral); a second derivative or
-        a forward-mode product (``jvp``) through ``value``.
+        Differentiating with ``weight`` (a weighted integral); a second derivative
+        through ``value``. (First-order forward-mode products, ``jvp``, work: forward
+        mode transposes the first-order rule.)
 
     Examples
     --------
@@ -165,11 +166,10 @@ class QuadFunction(Function):
 
     @staticmethod
     def backward(ctx: Any, g: Any) -> Any:
-        if is_grad_enabled():  # create_graph, or forward mode transposing this vjp
+        if is_grad_enabled():  # create_graph: a second derivative
             raise NotImplementedError(
-                "funcdiff.integrate.quad: only first derivatives in reverse mode (grad, "
-                "backward, vjp, reverse-mode jacobian) are implemented; second derivatives "
-                "and forward-mode products (jvp) through quad are not"
+                "funcdiff.integrate.quad: only first derivatives are implemented (grad, "
+                "backward, vjp, jvp, jacobian); second derivatives through quad are not"
             )
         problem: _Quadrature = ctx.problem
         gd = float(np.asarray(g.data if isinstance(g, Tensor) else g))
