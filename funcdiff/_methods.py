@@ -87,6 +87,29 @@ TENSOR_METHODS: tuple[tuple[str, np.ufunc], ...] = (
 )
 
 
+#: Operand types known not to defer (the common ones, and every other type on first
+#: sight), answered by one set lookup inline in each operator so that the hot path pays
+#: no extra call.
+_PLAIN: set[type] = {Tensor, np.ndarray, float, int, bool, complex, np.float64, np.float32}
+#: Operand types whose own reflected operators take a Tensor: scipy.sparse matrices and
+#: funcdiff.sparse.csr_array, which NumPy would otherwise take for 0-d objects (``x * A``
+#: of an ``spmatrix`` is its matrix product).
+_DEFERRING: set[type] = set()
+
+
+def _defers(other: Any) -> bool:
+    """Whether ``tensor op other`` must return NotImplemented so that Python asks
+    ``other``'s reflected operator (operands marked ``__funcdiff_defers_matmul__``)."""
+    cls = type(other)
+    if cls in _DEFERRING:
+        return True
+    if getattr(cls, "__funcdiff_defers_matmul__", False):
+        _DEFERRING.add(cls)
+        return True
+    _PLAIN.add(cls)
+    return False
+
+
 def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
     """``self op other`` and ``other op self`` through the ufunc's rule."""
     if unary:
@@ -97,6 +120,8 @@ def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
         return unary_op, unary_op
 
     def op(self: Tensor, other: Any) -> Tensor:
+        if type(other) not in _PLAIN and _defers(other):
+            return NotImplemented
         return call_positional(UFUNC_RULES[ufunc], (self, other))
 
     def rop(self: Tensor, other: Any) -> Tensor:
@@ -115,6 +140,8 @@ def _by_ufunc(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
         return unary_op, unary_op
 
     def op(self: Tensor, other: Any) -> Tensor:
+        if type(other) not in _PLAIN and _defers(other):
+            return NotImplemented
         return call_ufunc(ufunc, self, other)
 
     def rop(self: Tensor, other: Any) -> Tensor:
@@ -166,34 +193,7 @@ def _operators() -> dict[str, Callable]:
             methods[f"__r{name}__"] = rop
     for name, ufunc in TENSOR_METHODS:
         methods[name] = _ufunc_method(name, ufunc)
-    for name, _, via in TENSOR_OPERATORS:
-        if via != "inplace" and name not in _UNARY:
-            methods[f"__{name}__"] = _deferring(methods[f"__{name}__"])
     return methods
-
-
-#: Operand types whose own reflected operators take a Tensor (by type, filled on first
-#: sight): scipy.sparse matrices and funcdiff.sparse.csr_array, which NumPy would
-#: otherwise take for 0-d objects (``x * A`` of an ``spmatrix`` is its matrix product).
-_DEFERS: dict[type, bool] = {}
-
-
-def _deferring(op: Callable) -> Callable:
-    """``tensor op other``, or NotImplemented for operands marked
-    ``__funcdiff_defers_matmul__``, so that Python asks their reflected operator."""
-
-    def method(self: Tensor, other: Any) -> Any:
-        cls = type(other)
-        defers = _DEFERS.get(cls)
-        if defers is None:
-            defers = _DEFERS[cls] = bool(getattr(cls, "__funcdiff_defers_matmul__", False))
-        if defers:
-            return NotImplemented
-        return op(self, other)
-
-    method.__name__ = method.__qualname__ = op.__name__
-    method.__doc__ = op.__doc__
-    return method
 
 
 if TYPE_CHECKING:
