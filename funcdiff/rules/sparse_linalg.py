@@ -43,8 +43,8 @@ import numpy as np
 
 from funcdiff._core.registry import Rule, batch_ndim, dispatching, register
 from funcdiff.rules.cases import Arg, Case
-from funcdiff.rules.structure import DENSE, DENSE_LINEAR
 from funcdiff.rules.sparse_matmul import DeferredCases
+from funcdiff.rules.structure import DENSE, DENSE_LINEAR
 
 __all__ = ["lu_solve", "csr_solve", "factorize", "other_trans"]
 

@@ -47,9 +47,9 @@ from typing import Any, cast
 import numpy as np
 
 from funcdiff._core.registry import Rule, batch_ndim, dispatching, register
+from funcdiff._core.tensor import Tensor
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import Structure
-from funcdiff._core.tensor import Tensor
 
 __all__ = [
     "DEFERS_MATMUL",
