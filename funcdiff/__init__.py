@@ -93,6 +93,7 @@ __all__ = [
 # every command-line call and worker process would otherwise pay.
 _SUBMODULES = frozenset(
     {
+        "backends",
         "check",
         "functional",
         "integrate",

@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from funcdiff._core.backends import is_foreign
 from funcdiff._core.tensor import Tensor, as_tensor
 from funcdiff.autograd import grad
 
@@ -54,7 +55,7 @@ def _convert(el: Any) -> Tensor | None:
         return None
     if isinstance(el, (int, float, complex, np.integer, np.floating, np.complexfloating)):
         el = np.asarray(el)
-    if not isinstance(el, np.ndarray):
+    if not (isinstance(el, np.ndarray) or is_foreign(el)):  # a device array keeps its type
         return None
     if el.dtype.kind in "fc":
         return as_tensor(el)  # no copy: funcdiff never writes into its inputs

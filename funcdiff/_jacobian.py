@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, is_foreign, zeros
 from funcdiff._core.structured import identity_rows
 from funcdiff._core.tensor import Tensor, gradient_edge, tensor, wrap
 from funcdiff.autograd import Function, grad
@@ -56,16 +57,20 @@ __all__ = [
 
 # --------------------------------------------------------------------------- bases
 def basis_rows(
-    shape: tuple[int, ...], dtype: Any, offset: int, start: int, stop: int
+    shape: tuple[int, ...], dtype: Any, offset: int, start: int, stop: int, like: Any = None
 ) -> np.ndarray:
     """Rows ``start:stop`` of the identity, restricted to one block of its columns.
 
     The block holds columns ``offset : offset + prod(shape)``; the result has shape
     ``(stop - start,) + shape``: the cotangents that one flattened output (or input)
-    receives for those rows of the standard basis.
+    receives for those rows of the standard basis. ``like``: an array whose type the
+    rows take (a device array's, NEP 35), NumPy's when None.
     """
     # Row r is basis vector start + r: a one in column start + r - offset, if any.
-    block = np.eye(stop - start, math.prod(shape), k=start - offset, dtype=dtype)
+    if like is not None and is_foreign(like):
+        block = np.eye(stop - start, math.prod(shape), k=start - offset, dtype=dtype, like=like)
+    else:
+        block = np.eye(stop - start, math.prod(shape), k=start - offset, dtype=dtype)
     return block.reshape((stop - start, *shape))
 
 
@@ -83,14 +88,15 @@ def construct_standard_basis_for(
     chunks = []
     offset = 0
     for t, n in zip(tensors, numels, strict=True):
-        chunks.append(basis_rows((int(n),), t.dtype, offset, 0, total))
+        chunks.append(basis_rows((int(n),), t.dtype, offset, 0, total, t.data))
         offset += int(n)
     return tuple(chunks)
 
 
-def one_hot(shape: tuple[int, ...], dtype: Any, k: int) -> np.ndarray:
-    """Row ``k`` of the identity, shaped like one output (or input) of ``shape``."""
-    e = np.zeros(math.prod(shape), dtype=dtype)
+def one_hot(shape: tuple[int, ...], dtype: Any, k: int, like: Any = None) -> np.ndarray:
+    """Row ``k`` of the identity, shaped like one output (or input) of ``shape``
+    (of ``like``'s array type when given)."""
+    e = zeros((math.prod(shape),), dtype, like)
     e[k] = 1
     return e.reshape(shape)
 
@@ -104,7 +110,7 @@ class Join(Function):
 
     @staticmethod
     def forward(ctx: Any, stack: bool, *pieces: Any) -> np.ndarray:
-        arrays = [np.asarray(p) for p in pieces]
+        arrays = [as_array(p) for p in pieces]
         ctx.stack = stack
         ctx.sizes = [1 if stack else a.shape[0] for a in arrays]
         ctx.ndim = arrays[0].ndim + (1 if stack else 0)
@@ -204,7 +210,9 @@ def pullback_rows(
                 row.append(None)
                 continue
             parts: list[Any] = [  # row gradients (Tensors), zeros where there were none
-                p if p is not None else np.zeros((n, *w.shape) if batched else w.shape, w.dtype)
+                p
+                if p is not None
+                else zeros((n, *w.shape) if batched else w.shape, w.dtype, w.data)
                 for n, p in pieces[i][j]
             ]
             row.append(parts[0] if len(parts) == 1 else Join.apply(not batched, *parts))
@@ -246,15 +254,17 @@ def _passes(
                 continue
             used.append(root)
             whole = start <= offsets[i] and offsets[i + 1] <= stop
-            if batched and structured and whole and (stop - start) * (hi - lo) >= _DENSE_MAX:
+            big = (stop - start) * (hi - lo) >= _DENSE_MAX
+            if batched and structured and whole and big and not is_foreign(root.data):
                 # The whole block: scaled identity rows, which elementwise rules keep
                 # as a diagonal and matmul turns into a row scaling (no GEMM).
                 block = identity_rows(root_shapes[i], root.dtype, offsets[i] - start, stop - start)
                 cots.append(block)
             elif batched:
-                cots.append(basis_rows(root_shapes[i], root.dtype, offsets[i], start, stop))
+                rows = basis_rows(root_shapes[i], root.dtype, offsets[i], start, stop, root.data)
+                cots.append(rows)
             else:
-                cots.append(one_hot(root_shapes[i], root.dtype, start - offsets[i]))
+                cots.append(one_hot(root_shapes[i], root.dtype, start - offsets[i], root.data))
         if not used:
             yield start, stop, (None,) * len(wrt)
             continue
@@ -307,7 +317,7 @@ def push_tangents(
     given = {id(a) for a in seeds.values()}
     result: list[Tensor | None] = []
     for r in pushed:
-        if r is not None and (id(r) in given or not r.flags.writeable):
+        if r is not None and (id(r) in given or not getattr(r.flags, "writeable", True)):
             r = r.copy()  # never hand out the caller's v, or a read-only broadcast view
         result.append(None if r is None else wrap(r, False, None, 0))
     return result
@@ -433,7 +443,7 @@ def jacobian_forward(
         seeds: dict = {}
         for j, inp in enumerate(inputs):
             if offsets[j] < stop and start < offsets[j + 1]:
-                rows = basis_rows(inp.shape, inp.dtype, offsets[j], start, stop)
+                rows = basis_rows(inp.shape, inp.dtype, offsets[j], start, stop, inp.data)
                 seed = rows if vectorize else rows[0]
                 seeds[gradient_edge(inp)] = wrap(seed, False, None, 0) if create_graph else seed
         pushed = push_forward(live, seeds, create_graph=create_graph, batched=vectorize)
@@ -445,7 +455,7 @@ def jacobian_forward(
             shape = (stop - start, sizes[i])
             if t is None:
                 dtype = out.dtype if hasattr(out, "dtype") else np.result_type(out)
-                t = np.zeros(shape, dtype if dtype.kind == "f" else inputs[0].dtype)
+                t = zeros(shape, dtype if dtype.kind == "f" else inputs[0].dtype, inputs[0].data)
                 if create_graph:
                     t = wrap(t, False, None, 0)
             pieces[i].append(t.reshape(shape))
@@ -531,7 +541,7 @@ def jacobian_rows(out: Any, ins: Sequence[Tensor], batched: bool | None = None) 
         batched = is_batch_safe([out])
     shape = _shape(out)
     m = math.prod(shape)
-    blocks = [np.zeros((m, *t.shape)) for t in ins]
+    blocks = [zeros((m, *t.shape), np.float64, t.data) for t in ins]
     if m and isinstance(out, Tensor) and out.requires_grad and ins:
         step = max(1, _DEFAULT_BATCH_ELEMENTS // (m + sum(t.size for t in ins))) if batched else 1
         offsets, live = [0, m], [True]
@@ -573,11 +583,11 @@ def vjp(
         if isinstance(o, Tensor) and o.requires_grad
     ]
     if not live:
-        return [np.zeros(lead + t.shape) for t in ins]
+        return [zeros(lead + t.shape, np.float64, t.data) for t in ins]
     roots = [o for o, _ in live]
-    cots = [np.asarray(u, dtype=o.dtype) for o, u in live]
+    cots = [_cast(u, o.dtype) for o, u in live]
     if batched and not force_batched and not is_batch_safe(roots):
-        results = [np.zeros(lead + t.shape) for t in ins]
+        results = [zeros(lead + t.shape, np.float64, t.data) for t in ins]
         for b in range(lead[0]):
             gs = grad(roots, list(ins), [c[b] for c in cots], retain_graph=True, allow_unused=True)
             for r, g in zip(results, gs, strict=True):
@@ -587,7 +597,10 @@ def vjp(
     gs = grad(
         roots, list(ins), cots, retain_graph=True, allow_unused=True, is_grads_batched=batched
     )
-    return [np.zeros(lead + t.shape) if g is None else g.data for g, t in zip(gs, ins, strict=True)]
+    return [
+        zeros(lead + t.shape, np.float64, t.data) if g is None else g.data
+        for g, t in zip(gs, ins, strict=True)
+    ]
 
 
 def jvp(
@@ -618,15 +631,28 @@ def jvp(
     for o in outs:
         t = next(pushed) if isinstance(o, Tensor) else None
         if t is None:
-            result.append(np.zeros(lead + _shape(o)))
+            result.append(zeros(lead + _shape(o), np.float64, _data(o)))
         else:
-            result.append(np.array(t, dtype=np.complex128 if t.dtype.kind == "c" else np.float64))
+            dtype = np.complex128 if t.dtype.kind == "c" else np.float64
+            result.append(t.astype(dtype) if is_foreign(t) else np.array(t, dtype=dtype))
     return result
+
+
+def _data(o: Any) -> Any:
+    """The array of an output (a Tensor's data), for creation that follows its type."""
+    return o.data if isinstance(o, Tensor) else o
+
+
+def _cast(u: Any, dtype: Any) -> Any:
+    """A cotangent as an array of ``dtype``, of its own type (a device array stays one)."""
+    if is_foreign(u):
+        return u if u.dtype == dtype else u.astype(dtype)
+    return np.asarray(u, dtype=dtype)
 
 
 def _result_dtype(o: Any) -> np.dtype:
     """complex128 for a complex output, float64 for any other."""
-    kind = o.dtype.kind if isinstance(o, Tensor) else np.asarray(o).dtype.kind
+    kind = o.dtype.kind if isinstance(o, Tensor) else as_array(o).dtype.kind
     return np.dtype(np.complex128 if kind == "c" else np.float64)
 
 
@@ -655,11 +681,13 @@ def double_backward_jvp(
     [array([2., 4.])]
     """
     nb = (np.shape(dirs[0])[0],) if batched and dirs else ()
-    results = [np.zeros(nb + _shape(o), dtype=_result_dtype(o)) for o in outs]
+    results = [zeros(nb + _shape(o), _result_dtype(o), _data(o)) for o in outs]
     live = [k for k, o in enumerate(outs) if isinstance(o, Tensor) and o.requires_grad]
     if not live:
         return results
-    us = [tensor(np.zeros(outs[k].shape, dtype=outs[k].dtype), requires_grad=True) for k in live]
+    us = [
+        tensor(zeros(outs[k].shape, outs[k].dtype, outs[k].data), requires_grad=True) for k in live
+    ]
     gs = grad(
         [outs[k] for k in live],
         list(ins),

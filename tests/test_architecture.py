@@ -38,6 +38,7 @@ LAYERS = (
     ("funcdiff._jacobian", "funcdiff._functional_args"),
     (
         "funcdiff.functional",
+        "funcdiff.backends",
         "funcdiff.linalg",
         "funcdiff.special",
         "funcdiff.signal",

@@ -437,7 +437,11 @@ def dispatching(fn: Callable) -> _Dispatching:
                     and hasattr(t, "__array_function__")
                     and not isinstance(item, np.generic)
                 ):
-                    return item.__array_function__(wrapper, (t,), args, kwargs)
+                    done = item.__array_function__(wrapper, (t,), args, kwargs)
+                    if done is not NotImplemented:
+                        return done
+                    # an array of another backend (CuPy) does not know this helper:
+                    # the helper runs on it directly, as on ndarrays
         return fn(*args, **kwargs)
 
     return cast(_Dispatching, wrapper)  # functools.wraps set __wrapped__

@@ -19,6 +19,7 @@ import numpy as np
 
 from funcdiff._core import grad_mode, tracing
 from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT
+from funcdiff._core.backends import backend_copy, host_copy_refused, is_foreign
 from funcdiff._core.conversions import scipy_advice, scipy_caller
 from funcdiff._core.graph import AccumulateGrad, Node
 
@@ -45,10 +46,10 @@ def _as_data(data: Any, dtype: Any = None, copy: bool = True) -> np.ndarray:
     try:
         arr = np.array(data, dtype=dtype, copy=copy) if copy else np.asarray(data, dtype=dtype)
     except (ValueError, TypeError) as exc:
-        raise ValueError(
-            "tensor() could not turn the given "
-            f"{_type_name(data)} into a rectangular array of numbers: {exc}"
-        ) from None
+        if is_foreign(data):  # a device array that refuses conversion keeps its type
+            return backend_copy(data, dtype, copy)
+        msg = f"could not turn the given {_type_name(data)} into a rectangular array of numbers"
+        raise ValueError(f"tensor() {msg}: {exc}") from None
     if arr.dtype.kind not in _NUMERIC_KINDS:
         raise TypeError(
             "tensor() expects numbers (bool, integer, floating point or complex), "
@@ -455,8 +456,11 @@ class Tensor:
         """The data as an ndarray (shared, not copied).
 
         Raises RuntimeError for a tensor that requires grad: call ``.detach().numpy()``
-        to say explicitly that the gradient is not wanted.
+        to say explicitly that the gradient is not wanted. TypeError for device data
+        (CuPy): ``.data`` is that array, ``.data.get()`` copies it to the host.
         """
+        if type(self.data) is not np.ndarray and is_foreign(self.data):
+            raise host_copy_refused("numpy()", self.data)
         if self._requires_grad:
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
@@ -506,6 +510,8 @@ class Tensor:
         )
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if type(self.data) is not np.ndarray and is_foreign(self.data):
+            raise host_copy_refused("np.asarray() (or a function without a rule)", self.data)
         if self._requires_grad and grad_mode.is_grad_enabled():
             caller = scipy_caller()
             how = (
@@ -563,7 +569,9 @@ class Tensor:
         return (self[i] for i in range(len(self.data)))
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        data = self.data  # a device array (CuPy) shows itself: its repr reads the device
+        foreign = type(data) is not np.ndarray and is_foreign(data)
+        body = repr(data) if foreign else np.array2string(data, separator=", ", prefix="tensor(")
         extra = ""
         if self.data.dtype not in (np.float64, np.int64, np.bool_):
             extra += f", dtype={self.data.dtype}"

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
+from funcdiff._core.backends import as_array, check_same_kind, is_foreign
 from funcdiff._core.graph import (
     ANOMALY,
     AccumulateGrad,
@@ -62,7 +63,11 @@ def _make_grads(
     """Validate the cotangents of ``outputs`` and fill in implicit ones."""
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
-    elif isinstance(grad_outputs, (Tensor, np.ndarray)) or np.isscalar(grad_outputs):
+    elif (
+        isinstance(grad_outputs, (Tensor, np.ndarray))
+        or np.isscalar(grad_outputs)
+        or is_foreign(grad_outputs)
+    ):
         grad_outputs = (grad_outputs,)
     else:
         grad_outputs = tuple(grad_outputs)
@@ -102,13 +107,15 @@ def _make_grads(
         if type(g) is BasisBatch and not structured:
             g = g.dense()
         if not (
-            structured or isinstance(g, (Tensor, np.ndarray, float, int, np.generic))
+            structured
+            or isinstance(g, (Tensor, np.ndarray, float, int, np.generic))
+            or is_foreign(g)
         ) or isinstance(g, bool):
             raise TypeError(
                 "gradients can be either Tensors, ndarrays, numbers or None, "
                 f"but got {type(g).__name__}"
             )
-        values = g.data if isinstance(g, Tensor) else g if structured else np.asarray(g)
+        values = g.data if isinstance(g, Tensor) else g if structured else as_array(g)
         kind = values.dtype.kind
         if kind not in "biufc":
             # strings and objects would fail deep in NumPy
@@ -152,7 +159,8 @@ def _make_grads(
         elif structured and g.dtype == out.dtype:
             grads.append(BasisBatch(np.conj(g.d), g.offset, g.rows) if out_complex else g)
         else:
-            arr = np.asarray(g)
+            arr = as_array(g)
+            check_same_kind("the gradient of an output", (arr, out.data))
             if arr.dtype != out.dtype:
                 arr = arr.astype(out.dtype)
             grads.append(np.conj(arr) if out_complex else arr)
@@ -186,9 +194,9 @@ def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
             # wrong answer downstream (or become a .grad of the wrong shape): refuse it.
             data = result.data if isinstance(result, Tensor) else result
             if (
-                not isinstance(data, (np.ndarray, np.generic, float, int))
+                not (isinstance(data, (np.ndarray, np.generic, float, int)) or is_foreign(data))
                 or isinstance(data, bool)
-                or np.asarray(data).dtype.kind not in "biufc"
+                or as_array(data).dtype.kind not in "biufc"
             ):
                 raise TypeError(
                     f"hook {getattr(hook, '__name__', hook)!r} returned "
@@ -204,15 +212,15 @@ def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
             if isinstance(result, Tensor):
                 g = result if create_graph else result.data
             else:
-                g = np.asarray(result)
+                g = as_array(result)
     return g
 
 
 def _to_tensor(g: Any) -> Tensor:
     if isinstance(g, Tensor):
         return g
-    arr = np.asarray(g)
-    if not arr.flags.writeable:
+    arr = as_array(g)
+    if not getattr(arr.flags, "writeable", True):  # device arrays are always writeable
         arr = arr.copy()
     return wrap(arr, False, None, 0)
 
@@ -229,9 +237,14 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
         g = g.data
     old = t._grad
     if old is None or old.grad_fn is not None or old.data.shape != g.shape:
-        t._grad = wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
+        copied = (
+            g.astype(t.data.dtype, copy=True)
+            if is_foreign(g)
+            else np.array(g, dtype=t.data.dtype, copy=True)
+        )
+        t._grad = wrap(copied, False, None, 0)
     else:
-        if old.data.flags.writeable:
+        if getattr(old.data.flags, "writeable", True):
             np.add(old.data, g, out=old.data, casting="unsafe")
         else:
             old.data = old.data + g
@@ -460,7 +473,7 @@ def _check_nan(node: Node, results: Sequence[Any]) -> None:
         data = g.values if type(g) is PartialCotangent else getattr(g, "data", g)
         if isinstance(g, np.ndarray):
             data = g
-        if np.isnan(np.asarray(data)).any():
+        if np.isnan(as_array(data)).any():
             stack = creation_stack(node)
             where = (
                 "\nTraceback of the forward call that created it:\n" + stack
@@ -506,7 +519,7 @@ def _public(g: Any) -> Any:
     """A cotangent as a hook sees it: a Tensor (None stays None)."""
     if g is None or isinstance(g, Tensor):
         return g
-    return wrap(np.asarray(g), False, None, 0)
+    return wrap(as_array(g), False, None, 0)
 
 
 def _engine_form(g: Any, create_graph: bool) -> Any:
@@ -583,10 +596,15 @@ def _fill_missing(node: Node, grads: list, create_graph: bool, batch_shape: tupl
     """Zeros for the outputs of a multi-output node that received no cotangent."""
     if not node.materializes_grads:
         return  # a custom Function that asked for None (set_materialize_grads(False))
+    like = next((getattr(g, "data", g) for g in grads if g is not None), None)
     for i, g in enumerate(grads):
         if g is None:
             shape, dtype = node.out_meta[i]
-            zeros = np.zeros(batch_shape + shape, dtype=dtype)
+            zeros = (
+                np.zeros(batch_shape + shape, dtype=dtype)
+                if like is None or type(like) is np.ndarray
+                else np.zeros_like(like, shape=batch_shape + shape, dtype=dtype)
+            )
             grads[i] = wrap(zeros, False, None, 0) if create_graph else zeros
 
 
@@ -759,7 +777,7 @@ def grad(
                     "graph. Set allow_unused=True if this is the desired behavior."
                 )
             if materialize_grads:
-                zeros = np.zeros(batch_shape + t.shape, dtype=t.dtype)
+                zeros = np.zeros_like(t.data, shape=batch_shape + t.shape)
                 result.append(wrap(zeros, False, None, 0))
             else:
                 result.append(None)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
+from funcdiff._core.backends import first_foreign, is_foreign, special_module, unsupported
 from funcdiff._core.graph import INPLACE, SEQUENCE, WATCHERS, notify_created, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 from funcdiff._core.tensor import Tensor, wrap
@@ -59,8 +60,8 @@ def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
 
 def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Tensor]]:
     """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
-    if isinstance(out, _ARRAY_TYPES):
-        arr = out if type(out) is np.ndarray else np.asarray(out)
+    if isinstance(out, _ARRAY_TYPES) or is_foreign(out):
+        arr = out if type(out) is np.ndarray or not isinstance(out, np.generic) else np.asarray(out)
         t = wrap(arr, False, None, 0)
         if arr.base is not None and view_source:
             _mark_view(t, view_source)
@@ -69,7 +70,7 @@ def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Te
         tensors = []
         items = []
         for o in out:
-            if isinstance(o, _ARRAY_TYPES):
+            if isinstance(o, _ARRAY_TYPES) or is_foreign(o):
                 w, ts = _wrap_outputs(o, view_source)
                 tensors.extend(ts)
                 items.append(w)
@@ -129,7 +130,10 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
         data_kwargs = {k: _data_of(v) for k, v in kwargs.items()} if tensors_kw else kwargs
     else:
         data_kwargs = kwargs
-    out = rule.fn(*data_args, **data_kwargs)
+    try:
+        out = rule.fn(*data_args, **data_kwargs)
+    except TypeError as exc:
+        out = on_backend(rule.fn, rule.name, data_args, data_kwargs, exc)
     result, outputs = _wrap_outputs(out, tensors)
     if _state.grad_enabled:
         for t in tensors:
@@ -178,7 +182,7 @@ def _record(
         edges.append((fn, t._output_nr) if fn is not None else t._gradient_edge())
     if not edges:
         return
-    multi = len(outputs) != 1 or not isinstance(out, _ARRAY_TYPES)
+    multi = len(outputs) != 1 or not (isinstance(out, _ARRAY_TYPES) or is_foreign(out))
     has_float = False
     has_complex = False
     for o in outputs:
@@ -422,14 +426,20 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             return call(rule, inputs)
         else:
             db = b
-        out = rule.fn(da, db)
+        try:
+            out = rule.fn(da, db)
+        except TypeError as exc:
+            out = on_backend(rule.fn, rule.name, (da, db), {}, exc)
     elif nargs == 1:
         a = inputs[0]
         if type(a) is not Tensor:
             return call(rule, inputs)
         da = a.data
         mask = 1 if a._requires_grad else 0
-        out = rule.fn(da)
+        try:
+            out = rule.fn(da)
+        except TypeError as exc:
+            out = on_backend(rule.fn, rule.name, (da,), {}, exc)
     else:
         datas = []
         mask = 0
@@ -442,11 +452,15 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                 return call(rule, inputs)
             else:
                 datas.append(a)
-        out = rule.fn(*datas)
+        try:
+            out = rule.fn(*datas)
+        except TypeError as exc:
+            out = on_backend(rule.fn, rule.name, datas, {}, exc)
     if type(out) is not _ndarray:
-        if not isinstance(out, np.generic):
+        if isinstance(out, np.generic):
+            out = np.asarray(out)
+        elif not is_foreign(out):  # a device array (CuPy) is recorded like an ndarray
             return call(rule, inputs)
-        out = np.asarray(out)
     if not mask or not _state.grad_enabled:
         return wrap(out, False, None, 0)
     if not rule.differentiable:
@@ -636,6 +650,24 @@ def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
 def _needs_gradient(args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
     """Whether a call would have to record: grad mode on and a Tensor requires grad."""
     return _state.grad_enabled and any(t._requires_grad for t in _scan(args, kwargs)[1])
+
+
+def on_backend(
+    fn: Any, name: str, args: Sequence[Any], kwargs: dict[str, Any], exc: Exception
+) -> Any:
+    """A forward that raised TypeError: re-raise it unless a backend array (CuPy) is
+    among ``args``; then run a ``scipy.special`` ufunc as the backend's own function
+    (:func:`funcdiff._core.backends.special_module`), or raise the TypeError that names
+    the function and the array type. Only the error path comes here."""
+    found = first_foreign((*args, *kwargs.values()))
+    if found is None:
+        raise exc
+    if isinstance(fn, np.ufunc) and getattr(np, fn.__name__, None) is not fn:
+        own = getattr(special_module(found), fn.__name__, None)
+        if own is not None:
+            return own(*args, **kwargs)
+    public = _ufunc_name(fn) if isinstance(fn, np.ufunc) else name
+    raise unsupported(public, found, exc) from None
 
 
 def _run_on_data(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff import functional
+from funcdiff._core.backends import as_array, copy_array, is_foreign
 from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import (
@@ -208,21 +209,23 @@ class Replayed:
                     f"a replayed {self.kind} is called with f's arguments and then the vector"
                 )
             vector = len(args) - 1
-            vec = np.asarray(args[-1])
+            vec = as_array(args[-1])
             args = (*args[:-1], vec if vec.dtype.kind in "fc" else vec.astype(float))
         else:
             vector = -1
         positions, arrays, key = [], [], []
         for i, a in enumerate(args):
-            if i in diff or i == vector or isinstance(a, (np.ndarray, Tensor)):
+            if i in diff or i == vector or isinstance(a, (np.ndarray, Tensor)) or is_foreign(a):
                 arr = a.detach().data if isinstance(a, Tensor) else a
                 if i in diff:
-                    arr = np.asarray(arr)
+                    arr = as_array(arr)
                     if arr.dtype.kind not in "fc":  # complex inputs keep their dtype
                         arr = arr.astype(float)
                 positions.append(i)
                 arrays.append(arr)
-                key.append(("a", i in diff, arr.shape, arr.dtype.str))
+                # one program per array type: a CuPy input records its own
+                kind = arr.dtype.str if type(arr) is np.ndarray else (arr.dtype.str, type(arr))
+                key.append(("a", i in diff, arr.shape, kind))
             else:
                 key.append(_static_key(a))
         return positions, arrays, tuple(key)
@@ -300,9 +303,12 @@ class Replayed:
         shifted = list(args)
         for i in positions:
             if i in diff:
-                a = np.asarray(args[i])
+                a = as_array(args[i])
                 a = a if a.dtype.kind in "fc" else a.astype(float)
-                step = 1e-3 * (np.abs(a) + 1.0) * rng.choice([-1.0, 1.0], size=a.shape)
+                signs = rng.choice([-1.0, 1.0], size=a.shape)
+                if is_foreign(a):
+                    signs = np.asarray(signs, like=a)  # the same device as the input
+                step = 1e-3 * (np.abs(a) + 1.0) * signs
                 shifted[i] = (a + step).astype(a.dtype, copy=False)
         moved = tuple(shifted)
         _, arrays, _ = self._split(moved)
@@ -325,9 +331,9 @@ class Replayed:
             grads = grads if isinstance(self.argnums, tuple) else grads[0]
             if self.kind == "grad":
                 return grads
-            return float(np.reshape(value, -1)[0]), grads
+            return _scalar(value), grads
         if self.kind == "hvp":  # the value of a scalar function: a float, as above
-            return float(np.reshape(result[0], -1)[0]), result[1]
+            return _scalar(result[0]), result[1]
         return result
 
 
@@ -354,10 +360,17 @@ def _arrays(result: Any) -> Any:
     if result is None:
         return None
     if isinstance(result, Tensor):
-        return np.array(result.data, copy=True)
-    if isinstance(result, (np.ndarray, np.generic)):
-        return np.array(result, copy=True)
+        return copy_array(result.data)
+    if isinstance(result, (np.ndarray, np.generic)) or is_foreign(result):
+        return copy_array(result)
     return tuple(_arrays(r) for r in result)
+
+
+def _scalar(value: Any) -> Any:
+    """A scalar function's value: a float, or a 0-d array of a device array's type
+    (reading it would copy it to the host)."""
+    first = np.reshape(value, -1)[0]
+    return first if is_foreign(value) else float(first)
 
 
 def _close(a: Any, b: Any) -> bool:
@@ -365,7 +378,7 @@ def _close(a: Any, b: Any) -> bool:
         return a is b
     if isinstance(a, tuple):
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = as_array(a), as_array(b)
     scale = 1e-300 + 1e-12 * max(np.abs(b).max(initial=0.0), 1e-300)
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-10, atol=scale, equal_nan=True)
 

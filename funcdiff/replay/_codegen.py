@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, copy_array
 from funcdiff.replay._tracer import Slot
 
 __all__ = ["compile_program"]
@@ -65,9 +66,9 @@ def compile_program(code: list, inputs: tuple, template: list, outputs: Any, low
         return None
     names = _Names()
     helpers = {
-        "_as": lambda x: x if type(x) is np.ndarray else np.asarray(x),
+        "_as": lambda x: x if type(x) is np.ndarray else as_array(x),
         "_copyto": np.copyto,
-        "_copy": lambda x: np.array(x, copy=True),
+        "_copy": copy_array,
         "_unpack": lower["unpack"],
         "_guard": lower["guard_check"],
     }

@@ -18,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
+from funcdiff._core.backends import copy_array
 from funcdiff._core.tensor import Tensor
 
 __all__ = ["ReplayTracer", "Slot", "TraceError"]
@@ -223,5 +222,5 @@ class ReplayTracer:
         slot = self.by_tensor.get(id(tensor), self.by_array.get(id(tensor.data)))
         if slot is None or not self.depends[slot]:
             return  # a constant: the same at every call
-        expected = np.array(value, copy=True) if kind == "array" else value
+        expected = copy_array(value) if kind == "array" else value
         self.code.append((GUARD, slot, kind, expected))

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
+from funcdiff._core.backends import as_array, copy_array, is_foreign
 from funcdiff.replay._codegen import compile_program
 from funcdiff.replay._tracer import (
     CALL,
@@ -67,11 +68,13 @@ class GuardFailure(Exception):
 
 def _unpack(result: Any, count: int) -> list:
     """The arrays of an operation's result, as the eager run wrapped them."""
-    if isinstance(result, _ARRAYS):
-        return [result if type(result) is np.ndarray else np.asarray(result)]
+    if isinstance(result, _ARRAYS) or is_foreign(result):
+        return [result if type(result) is np.ndarray else as_array(result)]
     if isinstance(result, (tuple, list)):
         return [
-            o if type(o) is np.ndarray else np.asarray(o) for o in result if isinstance(o, _ARRAYS)
+            o if type(o) is np.ndarray else as_array(o)
+            for o in result
+            if isinstance(o, _ARRAYS) or is_foreign(o)
         ]
     return []
 
@@ -174,10 +177,10 @@ class Program:
                 ins[1](v[ins[2]], _fill(ins[3], v), out=v[ins[2]])
                 continue
             elif op == _COPY:
-                v[ins[2]] = np.array(v[ins[1]], copy=True)
+                v[ins[2]] = copy_array(v[ins[1]])
                 continue
             if ins[-2]:  # a ufunc of 0-d arrays returns a NumPy scalar: a 0-d array, as eagerly
-                v[ins[-1]] = np.asarray(v[ins[-1]])
+                v[ins[-1]] = as_array(v[ins[-1]])
         return _emit(_gather(self.outputs, v), self.copies)
 
 
@@ -204,7 +207,7 @@ def _emit(values: Any, copies: Any) -> Any:
         return None
     if isinstance(copies, bool):
         if copies or values.base is not None:
-            return np.array(values, copy=True)
+            return copy_array(values)
         return values
     return tuple(_emit(v, c) for v, c in zip(values, copies))
 

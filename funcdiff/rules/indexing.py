@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, namespace
 from funcdiff._core.graph import PartialCotangent
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
@@ -103,15 +104,16 @@ def index_add(values: Any, index: tuple, shape: tuple[int, ...]) -> Any:
     >>> index_add(np.array([1.0, 2.0, 3.0]), (np.array([0, 2, 0]),), (3,))
     array([4., 0., 2.])
     """
-    values = np.asarray(values)
+    values = as_array(values)
     # A zero-strided view has the right shape without allocating ``shape`` elements.
     indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
     extra = values.shape[indexed_ndim:]
-    out = np.zeros(tuple(shape) + extra, dtype=values.dtype)
+    out = np.zeros_like(values, shape=tuple(shape) + extra)
     if _is_basic(index):
         out[index] = values
     else:
-        np.add.at(out, index, values)
+        # the backend's own add.at: NumPy's ufunc protocol cannot pass a tuple index on
+        namespace(values).add.at(out, index, values)
     return out
 
 
