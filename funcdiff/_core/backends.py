@@ -121,6 +121,16 @@ def host_copy_refused(what: str, data: Any) -> TypeError:
     )
 
 
+def on_device_of(host: Any, ref: Any) -> Any:
+    """A constant that a rule built on the host (a mask, an identity, weights) as an
+    array of ``ref``'s type when ``ref`` (or the data of a Tensor ``ref``) is a backend
+    array; ``host`` itself otherwise, at the cost of one type test."""
+    data = ref.data if hasattr(type(ref), "grad_fn") else ref
+    if type(data) is _ndarray or not is_foreign(data):
+        return host
+    return np.asarray(host, like=data)
+
+
 def type_name(x: Any) -> str:
     """The type of ``x`` with its module (``cupy.ndarray``: CuPy's class is also called
     ``ndarray``)."""
@@ -251,6 +261,15 @@ def unsupported(
         "implicitly; move the data to NumPy yourself (for CuPy: x.get()) if the host is "
         "what you want"
     )
+
+
+def refuse_vjp(node: Any, grads: Any, exc: TypeError) -> None:
+    """A node's vjp raised ``exc``: raise :func:`unsupported` for it when a cotangent
+    is a backend array; return (the caller re-raises ``exc``) otherwise."""
+    found = first_foreign(grads)
+    if found is not None:
+        rule = getattr(node, "rule", None)
+        raise unsupported(getattr(rule, "name", None) or node.name(), found, exc, True) from None
 
 
 def check_same_kind(where: str, arrays: Any) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
-from funcdiff._core.backends import as_array, check_same_kind, is_foreign
+from funcdiff._core.backends import as_array, check_same_kind, is_foreign, refuse_vjp
 from funcdiff._core.graph import (
     ANOMALY,
     AccumulateGrad,
@@ -375,7 +375,11 @@ def run_backward(
             sole_input = len(edges) == 1
             if sole_input and len(grads) == 1 and chain_ok and post_hooks is None:
                 # A link of a chain, the commonest node: one cotangent in, one out.
-                g = node.run_single(grads[0], retain_graph)
+                try:
+                    g = node.run_single(grads[0], retain_graph)
+                except TypeError as exc:
+                    refuse_vjp(node, grads, exc)
+                    raise
                 child = edges[0][0]
                 meta = child.out_meta
                 # An input that already holds a cotangent, the usual reason to take the
@@ -396,7 +400,11 @@ def run_backward(
                     continue
                 in_grads: Sequence[Any] = (g,)
             else:
-                in_grads = node.run(grads, create_graph, retain_graph)
+                try:
+                    in_grads = node.run(grads, create_graph, retain_graph)
+                except TypeError as exc:
+                    refuse_vjp(node, grads, exc)
+                    raise
                 if check_nan:
                     _check_nan(node, in_grads)
                 if post_hooks is not None:

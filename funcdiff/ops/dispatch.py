@@ -104,7 +104,13 @@ def call(rule: Rule, args: Sequence[Any], kwargs: dict[str, Any] | None = None) 
     if rule.impl is not None:
         if not rule.complex:
             _refuse_complex_composite(rule, args, kwargs)
-        return rule.impl(*args, **kwargs)
+        try:
+            return rule.impl(*args, **kwargs)
+        except TypeError as exc:  # a composite on a device array: name it and the type
+            found = first_foreign((*args, *kwargs.values()))
+            if found is None or str(exc).startswith(f"{rule.name} cannot run on"):
+                raise
+            raise unsupported(rule.name, found, exc) from None
     # One pass finds the Tensors (one level into lists and tuples) and unwraps them.
     paths: list = []
     tensors: list = []

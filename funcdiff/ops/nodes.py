@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, is_array, zeros
 from funcdiff._core.graph import (
     FREED_GRAPH_MESSAGE,
     INPLACE,
@@ -171,18 +172,19 @@ class RuleNode(_SavedNode):
             return [tangents[0]]  # forward mode casts it to the output's dtype
         args, kwargs, _ = self.saved_inputs(False)
         kwargs = dict(kwargs) if kwargs else {}
+        like = next((t for t in tangents if t is not None), None)  # zeros of its type
         followed = set(self.paths)
         nested = {key for key, sub in self.paths if sub is not None}
         args = [list(a) if i in nested else a for i, a in enumerate(args)]
         for key in self.rule.vjps:  # constants at differentiable positions: zero
             if isinstance(key, str):
                 if key in kwargs:
-                    kwargs[key] = np.zeros_like(np.asarray(kwargs[key], dtype=float))
+                    kwargs[key] = np.zeros_like(as_array(kwargs[key]), dtype=float)
             elif key in nested:
                 for j, item in enumerate(args[key]):
                     if (key, j) not in followed:
-                        args[key][j] = np.zeros_like(np.asarray(item, dtype=float))
-            elif key < len(args) and isinstance(args[key], np.ndarray):
+                        args[key][j] = np.zeros_like(as_array(item), dtype=float)
+            elif key < len(args) and is_array(args[key]):
                 if (key, None) not in followed:
                     args[key] = np.zeros_like(args[key])
         shapes = [self.edges[i][0].out_meta[self.edges[i][1]][0] for i in range(len(self.paths))]
@@ -191,7 +193,7 @@ class RuleNode(_SavedNode):
         def placed(ts: list, batch: tuple) -> list:
             call = [list(a) if i in nested else a for i, a in enumerate(args)]
             for (key, sub), t, shape in zip(positional, ts, shapes):
-                value = np.zeros(batch + tuple(shape)) if t is None else t
+                value = zeros(batch + tuple(shape), np.float64, like) if t is None else t
                 if sub is None:
                     call[key] = value
                 else:
@@ -222,7 +224,9 @@ class RuleNode(_SavedNode):
             axis = kwargs.pop("axis", args[1] if len(args) > 1 else 0)
             batch = (len(live),)
             items = [
-                t if np.ndim(t) == np.ndim(item) + 1 else np.zeros(batch + np.shape(item))
+                t
+                if np.ndim(t) == np.ndim(item) + 1
+                else zeros(batch + np.shape(item), np.float64, like)
                 for t, item in zip(placed(tangents, batch)[0], args[0])
             ]
             if axis is None:

@@ -379,7 +379,7 @@ def _close(a: Any, b: Any) -> bool:
     if isinstance(a, tuple):
         return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
     a, b = as_array(a), as_array(b)
-    scale = 1e-300 + 1e-12 * max(np.abs(b).max(initial=0.0), 1e-300)
+    scale = 1e-300 + 1e-12 * np.maximum(np.abs(b).max(initial=0.0), 1e-300)
     return a.shape == b.shape and np.allclose(a, b, rtol=1e-10, atol=scale, equal_nan=True)
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import as_array
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -37,7 +38,7 @@ def _constant(x: Any, func: str, argument: str) -> np.ndarray:
                 "(or detach() it)"
             )
         return values_read(x)
-    return np.asarray(x)
+    return as_array(x)
 
 
 # ---------------------------------------------------------------- select

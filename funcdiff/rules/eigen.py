@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.complex_linalg import EIGH_COMPLEX_CASES, eigh_complex_vjp, eigvalsh_complex_vjp
@@ -52,7 +53,7 @@ def _one_triangle(g_sym, lower: bool):
     """
     n = np.shape(g_sym)[-1]
     strict = np.tril(np.ones((n, n)), -1) if lower else np.triu(np.ones((n, n)), 1)
-    return (g_sym + mT(g_sym)) * (strict + 0.5 * np.eye(n))
+    return (g_sym + mT(g_sym)) * on_device_of(strict + 0.5 * np.eye(n), g_sym)
 
 
 def _reads_lower(uplo) -> bool:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import DENSE_LINEAR
@@ -146,7 +147,7 @@ def _half_weights(m: int, n: int, ndim: int, axis: int) -> np.ndarray:
 def _irfft_transpose(g, axis: int, n: int, m: int, norm):
     """The transpose of ``irfft`` (length ``n`` output, ``m`` coefficients) applied to ``g``."""
     c = _resize(np.fft.ifft(g, None, axis, norm), axis, m)
-    return c * _half_weights(m, n, np.ndim(c), axis)
+    return c * on_device_of(_half_weights(m, n, np.ndim(c), axis), c)
 
 
 def _irfft_vjp(g, ans, a, n=None, axis=-1, norm=None, out=None):

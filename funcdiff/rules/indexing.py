@@ -378,7 +378,7 @@ register(
 
 def _along_index(indices, shape: tuple, ax: int) -> tuple:
     """The advanced index equivalent to ``take_along_axis(., indices, ax)``."""
-    idx = np.asarray(_plain(indices))
+    idx = as_array(_plain(indices))
     ndim = len(shape)
     index = []
     for i in range(ndim):

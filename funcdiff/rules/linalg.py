@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
@@ -386,7 +387,8 @@ if hasattr(np.linalg, "svdvals"):
 # ----------------------------------------------------------------------------- qr
 def _copy_upper_to_lower(x):
     n = np.shape(x)[-1]
-    return x * np.triu(np.ones((n, n))) + mT(x * np.triu(np.ones((n, n)), 1))
+    upper = on_device_of(np.triu(np.ones((n, n))), x)
+    return x * upper + mT(x * on_device_of(np.triu(np.ones((n, n)), 1), x))
 
 
 def _right_solve_upper_t(y, r):

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, on_device_of
 from funcdiff._core.tensor import Tensor, values_read
 
 __all__ = [
@@ -85,7 +86,7 @@ def mm(x, y):
 
 def numbers_of(x) -> np.ndarray:
     """The numbers of ``x``, only for masks and thresholds (constants, never differentiated)."""
-    return values_read(x) if isinstance(x, Tensor) else np.asarray(x)
+    return values_read(x) if isinstance(x, Tensor) else as_array(x)
 
 
 def is_zero_cotangent(g) -> bool:
@@ -102,7 +103,7 @@ def is_zero_cotangent(g) -> bool:
 
 def diag_embed(v):
     """Diagonal matrices with the last axis of ``v`` on their diagonals."""
-    return np.expand_dims(v, -1) * np.eye(np.shape(v)[-1])
+    return np.expand_dims(v, -1) * on_device_of(np.eye(np.shape(v)[-1]), v)
 
 
 def symmetrize(a):

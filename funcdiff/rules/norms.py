@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import (
     FUNCTION_RULES,
     Rule,
@@ -93,7 +94,7 @@ def _svnorm_vjp(g, ans, x, kind, axes, keepdims):
         pick = live
     else:
         k = s.shape[-1]
-        first = np.arange(k) == (0 if kind == 2 else k - 1)
+        first = on_device_of(np.arange(k) == (0 if kind == 2 else k - 1), s)
         pick = live & first
     d = np.matmul(u * pick[..., None, :], vh)
     d = np.moveaxis(d, (-2, -1), axes)

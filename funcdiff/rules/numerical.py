@@ -31,6 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from funcdiff._core.backends import as_array
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -40,7 +41,7 @@ _FAMILY = "numerical"
 
 def _value(x: Any) -> np.ndarray:
     """The numbers of ``x``: for indices and weights only, never differentiated."""
-    return values_read(x) if isinstance(x, Tensor) else np.asarray(x)
+    return values_read(x) if isinstance(x, Tensor) else as_array(x)
 
 
 def _constant(x: Any, func: str, argument: str) -> np.ndarray:

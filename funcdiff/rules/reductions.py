@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import (
     Rule,
     batch_ndim,
@@ -560,7 +561,7 @@ def _trace_vjp(g, ans, a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
     if ax1 > ax2:
         eye = eye.T
     eye = eye.reshape(tuple(s if i in (ax1, ax2) else 1 for i, s in enumerate(shape)))
-    return np.reshape(g, tuple(np.shape(g)[:nb]) + ones) * eye
+    return np.reshape(g, tuple(np.shape(g)[:nb]) + ones) * on_device_of(eye, g)
 
 
 register(

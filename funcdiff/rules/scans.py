@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
+from funcdiff._core.backends import as_array
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.indexing import index_add
@@ -87,8 +88,8 @@ def shift_last(x: Any, k: int, fill: float) -> Any:
     >>> shift_last(np.array([1.0, 2.0, 3.0]), -1, 0.0)
     array([2., 3., 0.])
     """
-    x = np.asarray(x)
-    out = np.full(x.shape, fill, dtype=np.result_type(x, fill))
+    x = as_array(x)
+    out = np.full_like(x, fill, dtype=np.result_type(x, fill))
     n = x.shape[-1]
     k = int(k)
     if abs(k) >= n:
@@ -117,8 +118,8 @@ def linear_recurrence(a: Any, b: Any, reverse: bool = False) -> Any:
     >>> linear_recurrence(np.array([0.0, 2.0, 3.0]), np.array([1.0, 1.0, 1.0]), True)
     array([9., 4., 1.])
     """
-    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
-    out = np.empty(a.shape, dtype=np.result_type(a, b, 1.0))
+    a, b = np.broadcast_arrays(as_array(a), as_array(b))
+    out = np.empty_like(a, dtype=np.result_type(a, b, 1.0))
     n = a.shape[-1]
     if n == 0 or out.size == 0:
         return out

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
+from funcdiff._core.backends import as_array, is_array
 from funcdiff._core.grad_mode import is_grad_enabled
 from funcdiff._core.lazy import scipy  # scipy.stats is imported on first use
 from funcdiff._core.registry import Rule, register
@@ -47,7 +48,9 @@ DISCRETE_METHODS = ("logpmf", "pmf", "logcdf", "cdf", "logsf", "sf")
 
 
 def _data(v: Any) -> Any:
-    return values_read(v) if isinstance(v, Tensor) else np.asarray(v)
+    if isinstance(v, Tensor):
+        return values_read(v)
+    return v if is_array(v) else np.asarray(v)[()]  # a number: a NumPy scalar
 
 
 def needs_grad(v: Any) -> bool:
@@ -157,7 +160,7 @@ def evaluate(spec: Spec, method: str, x: Any, shapes: tuple, loc: Any, scale: An
     xd, locd, scaled = _data(x), _data(loc), _data(scale)
     shd = [_data(s) for s in shapes]
     with np.errstate(all="ignore"):
-        zd = np.asarray((xd - locd) / scaled, dtype=np.promote_types(xd.dtype, np.float64))
+        zd = as_array((xd - locd) / scaled).astype(np.promote_types(xd.dtype, np.float64))
         valid = spec.check(*shd) & (scaled > 0)
         shape = np.broadcast_shapes(zd.shape, valid.shape)
         zd, valid = np.broadcast_to(zd, shape), np.broadcast_to(valid, shape)
