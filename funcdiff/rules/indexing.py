@@ -29,7 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.backends import as_array, namespace
+from funcdiff._core.backends import (
+    as_array,
+    copy_array,
+    first_foreign,
+    is_foreign,
+    namespace,
+    on_device_of,
+)
 from funcdiff._core.graph import PartialCotangent
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
@@ -43,7 +50,9 @@ def _plain(i):
 
 
 def _is_mask(i) -> bool:
-    return isinstance(i, (np.ndarray, np.bool_, bool)) and np.asarray(i).dtype == bool
+    return (isinstance(i, (np.ndarray, np.bool_, bool)) or is_foreign(i)) and as_array(
+        i
+    ).dtype == bool
 
 
 def normalize_index(index: Any, ndim: int) -> tuple:
@@ -106,7 +115,8 @@ def index_add(values: Any, index: tuple, shape: tuple[int, ...]) -> Any:
     """
     values = as_array(values)
     # A zero-strided view has the right shape without allocating ``shape`` elements.
-    indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
+    zero = on_device_of(np.zeros((), dtype=bool), values)  # indexed where the index is
+    indexed_ndim = np.broadcast_to(zero, shape)[index].ndim
     extra = values.shape[indexed_ndim:]
     out = np.zeros_like(values, shape=tuple(shape) + extra)
     if _is_basic(index):
@@ -234,13 +244,16 @@ def _written(shape: tuple, idx: tuple, selected: tuple) -> np.ndarray | None:
         return None
     track = np.full(shape, -1, dtype=np.intp)
     order = np.arange(n, dtype=np.intp).reshape(selected)
+    device = first_foreign(idx)  # a device index: track on its device
+    if device is not None:
+        track, order = on_device_of(track, device), on_device_of(order, device)
     track[idx] = order
     kept = track[idx] == order
     return None if kept.all() else kept
 
 
 def _setitem_vjp_target(g, ans, x, index, value):
-    mask = np.ones(np.shape(x))
+    mask = on_device_of(np.ones(np.shape(x)), g)
     mask[normalize_index(index, np.ndim(x))] = 0.0
     return g * mask
 
@@ -250,7 +263,7 @@ def _setitem_vjp_value(g, ans, x, index, value):
     shape = np.shape(x)
     idx = normalize_index(index, len(shape))
     out = take_index(g, idx, nb)
-    selected = np.zeros(shape, dtype=bool)[idx].shape
+    selected = np.broadcast_to(on_device_of(np.zeros((), dtype=bool), g), shape)[idx].shape
     if not _is_basic(idx):
         kept = _written(shape, idx, selected)
         if kept is not None:
@@ -262,7 +275,7 @@ def _setitem_vjp_value(g, ans, x, index, value):
 
 
 def _setitem(x, index, value):
-    out = np.array(x, copy=True)
+    out = copy_array(x)
     out[index] = value
     return out
 
@@ -326,7 +339,7 @@ register(
 
 # ---------------------------------------------------------------- take and friends
 def _take_indices(indices, n: int, mode: str) -> np.ndarray:
-    idx = np.asarray(_plain(indices))
+    idx = as_array(_plain(indices))
     if mode == "wrap":
         return np.mod(idx, n) if n else idx
     if mode == "clip":
@@ -420,7 +433,7 @@ register(
 
 
 def _bincount_vjp(g, ans, x, weights=None, minlength=0):
-    return take_index(g, (np.asarray(_plain(x)),), batch_ndim(g, ans))
+    return take_index(g, (as_array(_plain(x)),), batch_ndim(g, ans))
 
 
 register(

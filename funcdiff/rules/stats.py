@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import scipy.special as sp
 
-from funcdiff._core.backends import as_array, is_array
+from funcdiff._core.backends import as_array, is_array, is_foreign, on_device_of
 from funcdiff._core.grad_mode import is_grad_enabled
 from funcdiff._core.lazy import scipy  # scipy.stats is imported on first use
 from funcdiff._core.registry import Rule, register
@@ -81,8 +81,8 @@ class Spec:
 
     def check(self, *shapes: np.ndarray) -> np.ndarray:
         if self.argcheck is not None:
-            return np.asarray(self.argcheck(*shapes))
-        ok = np.asarray(True)
+            return as_array(self.argcheck(*shapes))
+        ok: Any = np.True_  # a NumPy scalar: it combines with arrays of any backend
         for s in shapes:
             ok = ok & (s > 0)
         return ok
@@ -129,9 +129,9 @@ def _fill(spec: Spec, method: str, z: np.ndarray, valid: np.ndarray) -> np.ndarr
     below = z <= spec.lower
     above = z >= spec.upper
     if method in ("logpdf", "logpmf"):
-        out = np.full(z.shape, -np.inf)
+        out = np.full_like(z, -np.inf, dtype=float)
     elif method in ("pdf", "pmf"):
-        out = np.zeros(z.shape)
+        out = np.zeros_like(z, dtype=float)
     else:
         low, high = {
             "cdf": (0.0, 1.0),
@@ -162,6 +162,7 @@ def evaluate(spec: Spec, method: str, x: Any, shapes: tuple, loc: Any, scale: An
     with np.errstate(all="ignore"):
         zd = as_array((xd - locd) / scaled).astype(np.promote_types(xd.dtype, np.float64))
         valid = spec.check(*shd) & (scaled > 0)
+        valid = valid if is_foreign(valid) else on_device_of(valid, zd)  # zd's device
         shape = np.broadcast_shapes(zd.shape, valid.shape)
         zd, valid = np.broadcast_to(zd, shape), np.broadcast_to(valid, shape)
         if method in ("logpdf", "pdf") and not spec.open_pdf:
@@ -553,7 +554,7 @@ def multivariate_normal_logpdf(
     if covd.ndim == 1 and covd.shape != (dim,) or covd.ndim == 2 and covd.shape != (dim, dim):
         raise ValueError(f"{public}: cov has shape {covd.shape}, expected {dim} by {dim}")
     if mean is None:
-        mean = np.zeros(dim)
+        mean = on_device_of(np.zeros(dim), x)
     xd = _data(x)
     if xd.ndim == 0:
         x = np.reshape(x, (1,))

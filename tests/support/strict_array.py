@@ -111,16 +111,16 @@ class StrictArray:
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
         if ufunc.__name__ in self.missing:
             return NotImplemented
+        for x in inputs:  # an operand of a type it does not know (a Tensor): not its call
+            if not isinstance(x, (StrictArray, np.ndarray, np.generic, int, float, complex)):
+                if method != "at" or not isinstance(x, (slice, type(Ellipsis), tuple)):
+                    return NotImplemented
         if getattr(np, ufunc.__name__, None) is not ufunc:
             # As CuPy: a scipy.special ufunc runs as the backend's own of the same name
             own = None if self.bare else getattr(special, ufunc.__name__, None)
             if own is None or method != "__call__" or kwargs:
                 return NotImplemented
             return own(*inputs)
-        for x in inputs:
-            if not isinstance(x, (StrictArray, np.ndarray, np.generic, int, float, complex)):
-                if method != "at" or not isinstance(x, (slice, type(Ellipsis))):
-                    return NotImplemented
         if method == "at" and isinstance(inputs[1], tuple):
             return NotImplemented  # CuPy's dispatch of ufunc.at refuses tuple indices
         cls = type(self)
