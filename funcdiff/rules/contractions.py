@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.linalg_common import conjugating_first, mm, mT, size_of
@@ -521,7 +522,7 @@ def _einsum_operand_vjp(k: int, g, nbt: int, specs: list, out: str, fresh: list,
             new = fresh.pop()
             target.append(new)
             extra_specs.append(c + new)
-            extra_ops.append(np.eye(shape_k[pos]))
+            extra_ops.append(on_device_of(np.eye(shape_k[pos]), g))
         else:
             seen.add(c)
             target.append(c)
@@ -532,7 +533,7 @@ def _einsum_operand_vjp(k: int, g, nbt: int, specs: list, out: str, fresh: list,
             # Summed over in operand k alone: every entry gets the same cotangent.
             done.add(c)
             extra_specs.append(c)
-            extra_ops.append(np.ones(shape_k[pos]))
+            extra_ops.append(on_device_of(np.ones(shape_k[pos]), g))
     in_specs = [gspec] + [s for s, _ in others] + extra_specs
     operands = [g] + [o for _, o in others] + extra_ops
     expr = ",".join(in_specs) + "->" + prefix + "".join(target)

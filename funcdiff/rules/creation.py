@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
 
@@ -41,6 +42,7 @@ def _linspace(
     div = num - 1 if endpoint else num
     delta = stop - start
     grid = np.arange(num, dtype=np.float64).reshape((-1,) + (1,) * np.ndim(delta))
+    grid = on_device_of(grid, delta)
     if div > 0:
         step = delta / div
         y = start + grid * step

@@ -236,7 +236,7 @@ register(
 def _cholesky_core_vjp(L, gL):
     """Symmetric gradient with respect to A = L L^T for a cotangent gL of lower L."""
     n = np.shape(L)[-1]
-    phi = np.tril(np.ones((n, n))) - 0.5 * np.eye(n)
+    phi = on_device_of(np.tril(np.ones((n, n))) - 0.5 * np.eye(n), L)
     p = np.matmul(mT(L), gL) * phi
     linv = np.linalg.inv(L)
     s = np.matmul(np.matmul(mT(linv), p), linv)

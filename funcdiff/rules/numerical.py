@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from funcdiff._core.backends import as_array
+from funcdiff._core.backends import as_array, on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -56,7 +56,7 @@ def _constant(x: Any, func: str, argument: str) -> np.ndarray:
 
 # ---------------------------------------------------------------- interp
 def _interp(x, xp, fp, left=None, right=None, period=None):
-    xp_v = np.asarray(_constant(xp, "interp", "xp"), dtype=np.float64)
+    xp_v = as_array(_constant(xp, "interp", "xp")).astype(np.float64)
     if not isinstance(fp, Tensor):
         fp = np.asarray(fp, dtype=np.float64)
     if xp_v.ndim != 1 or np.ndim(fp) != 1:
@@ -174,7 +174,7 @@ def _gradient_along(f, axis: int, spacing: Any, edge_order: Literal[1, 2]):
     def term(k: int, a: int, b: int):
         # Outputs a..b-1 times their weight of the sample k places away.
         rows = np.arange(a, b)
-        weights = np.reshape(w[(rows + k) % 3, rows], tuple(shape))
+        weights = on_device_of(np.reshape(w[(rows + k) % 3, rows], tuple(shape)), f)
         return weights * f[(slice(None),) * axis + (slice(a + k, b + k),)]
 
     width = edge_order + 1

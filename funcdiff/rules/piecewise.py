@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, copy_array, on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -81,7 +82,7 @@ binary(
 )
 binary(
     np.copysign,
-    lambda g, ans, x, y: g * np.sign(x) * np.where(np.signbit(y), -1.0, 1.0),
+    lambda g, ans, x, y: g * np.sign(x) * np.where(np.signbit(y), -1.0, 1.0)[()],
     _zeros,
     cases=binary_cases(0.2, 2.0, -2.0, 2.0) + (Case((Arg((2, 3), -2.0, -0.2), Arg((3,)))),),
     convention="d/dx copysign(x, y) = sign(x) sign(y) (0 at x = 0); zero gradient for y",
@@ -163,7 +164,7 @@ register(
 register(
     Rule(
         "imag",
-        lambda val: np.array(np.imag(val)),
+        lambda val: copy_array(np.imag(val)),
         # Im z = (z - conj z) / 2i: the cotangent -i g, whose real part (a real
         # input's share) is 0.
         vjps={0: lambda g, ans, val: -1j * g},
@@ -187,7 +188,7 @@ def _angle_vjp(g, ans, z, deg=False):
 
 
 def _angle(z, deg=False):
-    return np.asarray(np.angle(z, deg=deg))
+    return as_array(np.angle(z, deg=deg))
 
 
 register(
@@ -316,7 +317,7 @@ def _clip_sources(a, lo, hi):
     NumPy computes ``minimum(maximum(a, lo), hi)``, so ``hi`` wins whenever
     ``max(a, lo) >= hi`` and ``lo`` wins where ``a <= lo``; ties go to the bound.
     """
-    false = np.zeros(np.shape(a), dtype=bool)
+    false = on_device_of(np.zeros(np.shape(a), dtype=bool), a)
     from_hi = false if hi is None else (a >= hi) | (False if lo is None else lo >= hi)
     from_lo = false if lo is None else (a <= lo) & ~from_hi
     return ~(from_hi | from_lo), from_lo, from_hi

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import register
 from funcdiff._core.tensor import values_read
 from funcdiff.rules.cases import Arg, Case
@@ -255,6 +256,7 @@ def _pad_constant_vjp(g, ans, array, pad_width, mode="constant", **kwargs):
         constant_values=np.arange(1, 2 * ndim + 1).reshape(ndim, 2),
     )
     core = tuple(range(-ndim, 0))
+    labels = on_device_of(labels, g)
     parts = [np.sum(np.where(labels == k, g, 0.0), axis=core) for k in range(1, 2 * ndim + 1)]
     return np.reshape(np.stack(parts, axis=-1), batch + (ndim, 2))
 

@@ -177,7 +177,7 @@ def _exclusive_products(x: Any, axis: Any) -> Any:
     nd = np.ndim(x)
     axes = normalize_axes(axis, nd)
     if not axes:
-        return np.ones(np.shape(x))
+        return on_device_of(np.ones(np.shape(x)), x)
     keep = tuple(i for i in range(nd) if i not in axes)
     perm = keep + axes
     xt = np.transpose(x, perm)

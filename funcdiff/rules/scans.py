@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index
 
-from funcdiff._core.backends import as_array
+from funcdiff._core.backends import as_array, on_device_of
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.indexing import index_add
@@ -280,7 +280,7 @@ def _cumulative(name: str, func: Any, pad: float) -> Any:
         after = tuple(slice(1, None) if i == ax else slice(None) for i in range(nd))
         padded = index_add(result, after, shape)
         if pad:
-            first = np.zeros(shape)
+            first = on_device_of(np.zeros(shape), result)
             first[tuple(slice(0, 1) if i == ax else slice(None) for i in range(nd))] = pad
             padded = padded + first
         return padded

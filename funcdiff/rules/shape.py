@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import is_foreign
 from funcdiff._core.registry import Rule, batch_ndim, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -335,6 +336,8 @@ register(
 
 
 def _copy(a, order="K", subok=False):
+    if is_foreign(a):
+        return a.copy()  # a device array's own copy, on its device
     return np.array(a, copy=True, order=order, subok=subok)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from funcdiff._core.backends import special_module
+from funcdiff._core.backends import as_array, special_module
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -93,7 +93,7 @@ def _int_order_cases(low: float, high: float) -> tuple[Case, ...]:
 @dispatching
 def polygamma(n, x):
     """``scipy.special.polygamma`` that dispatches to Tensors (see ``funcdiff.special``)."""
-    return sp.polygamma(n, x)
+    return special_module(x).polygamma(n, x)  # a device's own on device arrays
 
 
 @dispatching
@@ -561,7 +561,7 @@ _unary(sp.cbrt, lambda g, ans, x: g / (3.0 * ans * ans), 0.2, 3.0, name="special
 
 # ---------------------------------------------------------------- composites
 def _data(v):
-    return values_read(v) if isinstance(v, Tensor) else np.asarray(v)
+    return values_read(v) if isinstance(v, Tensor) else as_array(v)
 
 
 def logsumexp_tensor(a, axis=None, b=None, keepdims=False, return_sign=False):
