@@ -668,8 +668,11 @@ def on_backend(
     found = first_foreign((*args, *kwargs.values()))
     if found is None:
         raise exc
-    if isinstance(fn, np.ufunc) and getattr(np, fn.__name__, None) is not fn:
-        own = getattr(special_module(found), fn.__name__, None)
+    name_ = getattr(fn, "__name__", "")
+    scipy_ufunc = isinstance(fn, np.ufunc) and getattr(np, name_, None) is not fn
+    if scipy_ufunc or getattr(fn, "__module__", "").startswith("scipy.special"):
+        special = special_module(found)  # SciPy's private ufuncs (_zeta) by public name
+        own = getattr(special, name_, None) or getattr(special, name_.lstrip("_"), None)
         if own is not None:
             return own(*args, **kwargs)
     public = _ufunc_name(fn) if isinstance(fn, np.ufunc) else name

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.backends import as_array
+from funcdiff._core.backends import as_array, on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -93,10 +93,10 @@ def _choose(a, choices, out=None, mode="raise"):
         raise TypeError("numpy.choose on Tensors does not support out=")
     index = _constant(a, "choose", "a")
     if not isinstance(choices, (list, tuple)):
-        choices = list(choices) if isinstance(choices, Tensor) else list(np.asarray(choices))
+        choices = list(choices) if isinstance(choices, Tensor) else list(as_array(choices))
     n = len(choices)
     try:  # NumPy's own index modes (raise, wrap, clip) map the indices
-        index = np.take(np.arange(n), index, mode=mode)
+        index = np.take(on_device_of(np.arange(n), index), index, mode=mode)
     except IndexError:
         raise ValueError("numpy.choose: invalid entry in choice array") from None
     result = choices[0]

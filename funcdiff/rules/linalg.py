@@ -590,8 +590,8 @@ def _matrix_power(a, n):
     n = int(n)
     if n == 0:
         # The identity, still connected to ``a`` (with a zero gradient), like torch.
-        eye = np.broadcast_to(np.eye(shape[-1], dtype=np.result_type(a)), shape)
-        return np.where(np.ones(shape, dtype=bool), eye, a)
+        eye = np.broadcast_to(on_device_of(np.eye(shape[-1], dtype=np.result_type(a)), a), shape)
+        return np.where(on_device_of(np.ones(shape, dtype=bool), a), eye, a)
     if n < 0:
         a = np.linalg.inv(a)
         n = -n

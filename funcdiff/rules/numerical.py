@@ -70,14 +70,14 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
         if period == 0:
             raise ValueError("period must be a non-zero value")
         # As NumPy: reduce x and xp to [0, period), sort, wrap one point each side.
-        x_v = np.asarray(values_read(x), dtype=np.float64)
+        x_v = as_array(values_read(x)).astype(np.float64)
         x = x - (x_v - x_v % period)  # a constant shift: d x_reduced / dx = 1
         xp_v = xp_v % period
         order = np.argsort(xp_v, kind="stable")
         xp_v = np.concatenate((xp_v[order][-1:] - period, xp_v[order], xp_v[order][:1] + period))
         fp = fp[np.concatenate((order[-1:], order, order[:1]))]
         left = right = None
-    x_v = np.asarray(values_read(x), dtype=np.float64)
+    x_v = as_array(values_read(x)).astype(np.float64)
     n = xp_v.shape[0]
     left = fp[0] if left is None else left
     right = fp[n - 1] if right is None else right
@@ -162,6 +162,7 @@ def _weights(n: int, spacing: Any, edge_order: Literal[1, 2]) -> np.ndarray:
     three evaluations of ``np.gradient`` itself on 0/1 combs give every weight.
     """
     combs = (np.arange(n)[None, :] % 3 == np.arange(3)[:, None]).astype(np.float64)
+    combs = on_device_of(combs, spacing)  # an array of spacings: on its device
     return np.stack([np.gradient(c, spacing, edge_order=edge_order) for c in combs])
 
 

@@ -27,7 +27,7 @@ import numpy as np
 import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
-from funcdiff._core.backends import as_array, special_module
+from funcdiff._core.backends import as_array, on_device_of, special_module
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -587,6 +587,7 @@ def logsumexp_tensor(a, axis=None, b=None, keepdims=False, return_sign=False):
         live = np.broadcast_to(live, shape)
         if any(shape[ax] == 0 for ax in axes):  # an empty sum: log 0, as SciPy
             m = np.full([1 if i in axes else n for i, n in enumerate(shape)], -np.inf)
+            m = on_device_of(m, ad)
         else:
             m = np.max(live, axis=axes, keepdims=True)
         m_finite = np.isfinite(m)

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import as_array, on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules.cases import Arg, Case
@@ -148,7 +149,7 @@ def _quantile(
         )
     if isinstance(q, Tensor):
         raise TypeError("numpy.quantile: q must be a constant, not a Tensor")
-    q = np.asarray(q, dtype=np.float64)
+    q = as_array(q).astype(np.float64)
     if np.any((q < 0) | (q > 1)) or np.any(np.isnan(q)):
         raise ValueError("numpy.quantile: q must be in the range [0, 1]")
     ndim = np.ndim(a)
@@ -162,7 +163,7 @@ def _quantile(
     position = q * (n - 1)
     low = np.floor(position).astype(np.intp)
     high = np.minimum(low + 1, n - 1)
-    weight = np.reshape(position - low, q.shape + (1,) * len(rest))
+    weight = on_device_of(np.reshape(position - low, q.shape + (1,) * len(rest)), ordered)
     below = np.take(ordered, low, axis=0)
     above = np.take(ordered, high, axis=0)
     result = below + (above - below) * weight
@@ -187,7 +188,7 @@ def _percentile(
         raise TypeError("numpy.percentile: q must be a constant, not a Tensor")
     return _quantile(
         a,
-        np.asarray(q, dtype=np.float64) / 100.0,
+        as_array(q).astype(np.float64) / 100.0,
         axis,
         out,
         overwrite_input,

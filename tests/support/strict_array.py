@@ -404,7 +404,7 @@ class _AddAt:
 # What ``cupyx.scipy.special`` has (CuPy 14); not Bessel functions of real order
 # (jv, yv, iv, kv and their scaled forms), kn, betaincc, stdtr.
 _SPECIAL_NAMES = """erf erfc erfcx erfinv erfcinv gamma gammaln loggamma rgamma psi digamma
-polygamma expit logit log_expit ndtr log_ndtr ndtri xlogy xlog1py entr rel_entr kl_div
+polygamma multigammaln expit logit log_expit ndtr log_ndtr ndtri xlogy xlog1py entr rel_entr kl_div
 huber pseudo_huber beta betaln betainc gammainc gammaincc zeta _zeta _riemann_zeta i0 i0e
 i1 i1e k0 k0e k1 k1e j0 j1 y0 y1 yn exp2 exp10 expm1 log1p cbrt""".split()
 
