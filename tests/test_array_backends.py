@@ -256,10 +256,7 @@ def _rule_table_outcomes():
         if not rule.differentiable:
             continue
         for i, case in enumerate(rule.cases):
-            try:
-                reference = _run_case(rule, case, i, False)
-            except Exception:  # a case that needs its own checker (bad-input cases)
-                continue
+            reference = _run_case(rule, case, i, False)  # the NumPy path always runs
             try:
                 got = _run_case(rule, case, i, True)
             except TypeError as exc:
@@ -283,7 +280,7 @@ def test_the_rule_table_runs_on_the_stand_in():
     ran, refused, wrong = _rule_table_outcomes()
     total = len(ran) + len(refused) + len(wrong)
     assert not wrong, wrong[:5]
-    assert len(ran) / total >= 0.85, (len(ran), total)
+    assert len(ran) / total >= 0.86, (len(ran), total)  # 1185 of 1372
     unclear = [r for r in refused if "cannot run on support.strict_array.StrictArray" not in r[1]]
     assert not unclear, unclear[:5]
 

@@ -114,6 +114,7 @@ def _log_tail(spec: Spec, method: str) -> Callable:
     def f(z, *shapes):
         median = np.asarray(dist.ppf(0.5, *[_data(s) for s in shapes]), dtype=float)
         zd = _data(z)
+        median = on_device_of(median, zd)  # SciPy's ppf of constant shapes: on zd's device
         first = zd < median if method == "logcdf" else zd > median
         if np.all(first):
             return np.log(near(z, *shapes))
