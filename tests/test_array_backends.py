@@ -302,3 +302,13 @@ def test_the_gpu_benchmark_programs_run_on_the_stand_in():
     )
     rows = check_values(np, stand_in)
     assert rows and all(r["ok"] for r in rows), rows
+
+
+def test_numpy_only_entry_points_refuse_device_arrays_by_name():
+    import funcdiff.sparse as fs
+
+    x = _s(np.linspace(0.0, 1.0, 6))
+    with pytest.raises(TypeError, match="gradcheck works on NumPy arrays only.*StrictArray"):
+        fd.gradcheck(lambda y: y * 2.0, (fd.tensor(x, requires_grad=True),))
+    with pytest.raises(TypeError, match="x must be an array of real numbers.*strict_array"):
+        fs.prepare_jacobian(lambda y: y[1:] * y[:-1], x)

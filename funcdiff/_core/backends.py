@@ -272,6 +272,19 @@ def refuse_vjp(node: Any, grads: Any, exc: TypeError) -> None:
         raise unsupported(getattr(rule, "name", None) or node.name(), found, exc, True) from None
 
 
+def refuse_device(inputs: Any, where: str) -> None:
+    """Raise a TypeError naming ``where`` (a NumPy-only entry point: the finite-difference
+    checkers) when ``inputs`` (a Tensor, an array or a sequence of them) hold a backend
+    array."""
+    items = inputs if isinstance(inputs, (list, tuple)) else (inputs,)
+    found = first_foreign(items)
+    if found is not None:
+        raise TypeError(
+            f"{where} works on NumPy arrays only (its finite differences run on the host), "
+            f"got {type_name(found)}: check the function on NumPy inputs"
+        )
+
+
 def check_same_kind(where: str, arrays: Any) -> None:
     """Raise a TypeError when ``arrays`` mix ndarrays (of values, not integer indices)
     with backend arrays, or two backend types; ``where`` names the caller."""

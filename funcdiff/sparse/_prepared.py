@@ -17,6 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core import grad_mode, tracing
+from funcdiff._core.backends import is_foreign, type_name
 from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import check_callable, check_choice, check_positive_int
@@ -52,7 +53,8 @@ def as_point(x: Any, name: str = "x") -> np.ndarray:
     try:
         arr = np.array(x, dtype=float)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be an array of real numbers, got {type(x).__name__}") from exc
+        got = type_name(x) if is_foreign(x) else type(x).__name__  # a device array: its module
+        raise TypeError(f"{name} must be an array of real numbers, got {got}") from exc
     if arr.dtype.kind != "f":
         raise TypeError(f"{name} must be an array of real numbers, got dtype {arr.dtype}")
     return arr

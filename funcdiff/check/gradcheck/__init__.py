@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import refuse_device
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd.engine import grad
@@ -144,6 +145,7 @@ def gradcheck(
         )
     if not eps > 0:
         raise ValueError(f"eps must be a positive number, got {eps!r}")
+    refuse_device(inputs, "gradcheck")
     # Complex inputs and results: the realified function (both Wirtinger derivatives).
     if any_complex(inputs):
         func, inputs, _ = realify(func, inputs)
