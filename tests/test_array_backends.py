@@ -312,3 +312,19 @@ def test_numpy_only_entry_points_refuse_device_arrays_by_name():
         fd.gradcheck(lambda y: y * 2.0, (fd.tensor(x, requires_grad=True),))
     with pytest.raises(TypeError, match="x must be an array of real numbers.*strict_array"):
         fs.prepare_jacobian(lambda y: y[1:] * y[:-1], x)
+
+
+def test_creation_casts_and_checks_on_the_device():
+    a = np.array([1.0, 2.0])
+    t = fd.tensor(StrictArray(a), dtype=np.float32, requires_grad=True)
+    assert type(t.data) is StrictArray and t.dtype == np.float32
+    assert fd.as_tensor(t.data).data is t.data  # no copy, as for ndarrays
+    copied = fd.tensor(t.data)
+    copied.data[0] = 5.0
+    assert t.data._a[0] == 1.0  # tensor() copies, on the device
+    with pytest.raises(RuntimeError, match="floating point and complex"):
+        fd.tensor(StrictArray(np.array([1, 2])), requires_grad=True)
+    with pytest.raises(TypeError, match="mixes host numpy.ndarray"):
+        fd.grad(t * 2.0, t, np.ones(2, dtype=np.int64))
+    t.grad = StrictArray(np.array([3.0, 4.0]))
+    assert type(t.grad.data) is StrictArray

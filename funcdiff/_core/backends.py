@@ -286,14 +286,13 @@ def refuse_device(inputs: Any, where: str) -> None:
 
 
 def check_same_kind(where: str, arrays: Any) -> None:
-    """Raise a TypeError when ``arrays`` mix ndarrays (of values, not integer indices)
-    with backend arrays, or two backend types; ``where`` names the caller."""
+    """Raise a TypeError when ``arrays`` (values, not indices) mix ndarrays with backend
+    arrays, or two backend types; ``where`` names the caller."""
     seen: type | None = None
     host = False
     for a in arrays:
         if isinstance(a, _ndarray):
-            if a.dtype.kind not in "iub":
-                host = True
+            host = True
         elif is_foreign(a):
             if seen is not None and type(a) is not seen:
                 raise TypeError(
