@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
-from funcdiff._core.backends import first_foreign, is_foreign, special_module, unsupported
+from funcdiff._core.backends import (
+    check_same_kind,
+    first_foreign,
+    is_foreign,
+    special_module,
+    unsupported,
+)
 from funcdiff._core.graph import INPLACE, SEQUENCE, WATCHERS, notify_created, version_of
 from funcdiff._core.registry import ALL, FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 from funcdiff._core.tensor import Tensor, wrap
@@ -554,7 +560,7 @@ def _versions(inputs: tuple, plan: _Plan) -> tuple:
     return tuple(checks)
 
 
-_FLOAT64 = np.dtype(np.float64)
+_FLOAT64 = _F = np.dtype(np.float64)
 _FLOAT64_META: dict[tuple, tuple] = {}
 _ndarray = np.ndarray
 
@@ -676,6 +682,8 @@ def on_backend(
         if own is not None:
             return own(*args, **kwargs)
     public = _ufunc_name(fn) if isinstance(fn, np.ufunc) else name
+    values = [a for a in (*args, *kwargs.values()) if getattr(a, "dtype", _F).kind not in "iub"]
+    check_same_kind(public, values)  # host values (not indices) with device ones: say so
     raise unsupported(public, found, exc) from None
 
 
