@@ -86,6 +86,7 @@ def _vander(x, N=None, increasing=False):  # noqa: N803  (NumPy's parameter name
         raise ValueError("x must be a one-dimensional array or sequence.")
     n = np.shape(x)[0] if N is None else int(N)
     powers = np.arange(n) if increasing else np.arange(n - 1, -1, -1)
+    powers = on_device_of(powers, x)
     # Integer exponents: d/dx x**0 = 0, exact at every order (numpy.power's convention).
     return np.power(np.expand_dims(x, -1), powers)
 

@@ -7,8 +7,9 @@ could notice the difference:
   ``__array_ufunc__``; it unwraps its own instances, calls NumPy and wraps every array
   result (NumPy scalars come back as 0-d arrays, as CuPy's reductions do);
 * ``__array__`` raises TypeError, so ``np.asarray`` of it fails loudly anywhere;
-* a host ndarray among the operands raises TypeError (integer and boolean index arrays
-  excepted), as CuPy never copies host data implicitly;
+* a host ndarray among the operands of a ufunc raises TypeError, as CuPy never copies
+  host data implicitly (integer and boolean arrays are accepted as indices, and as the
+  integer parameters of functions such as ``take`` or ``roll``);
 * ``__array_function__`` answers only NumPy's own functions, and ``__array_ufunc__``
   NumPy's ufuncs and, as CuPy does, the ``scipy.special`` ufuncs that the backend's own
   special-function module :data:`special` has (what ``cupyx.scipy.special`` has);
@@ -88,7 +89,7 @@ class StrictArray:
                 raise TypeError(f"cannot mix {type(x).__name__} with {cls.__name__}")
             return x._a
         if isinstance(x, np.ndarray):
-            if x.dtype.kind in "iub" and (index or x.dtype.kind != "b"):
+            if index and x.dtype.kind in "iub":
                 return x  # host index arrays are copied to the device, as CuPy does
             raise TypeError(f"Unsupported type {type(x)}")
         if isinstance(x, (list, tuple)):
@@ -138,7 +139,7 @@ class StrictArray:
         cls = type(self)
         if func in (np.asarray, np.array):  # like=device_array: an explicit transfer
             return cls(np.array(args[0], **{k: v for k, v in kwargs.items() if k != "like"}))
-        index = func in (np.take, np.take_along_axis, np.put_along_axis, np.put)
+        index = True  # host integers as parameters (indices, shifts): as CuPy's functions
         kwargs = {k: cls._unwrap(v, index) for k, v in kwargs.items()}
         out = func(*cls._unwrap(tuple(args), index), **kwargs)
         return cls._wrap(out)
