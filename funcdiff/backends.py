@@ -9,8 +9,9 @@ page for what runs and what raises.
 
 What NumPy's dispatch cannot reach, funcdiff finds in a registry keyed by the
 top-level module name of the array's type: the backend's special-function module
-(``cupyx.scipy.special`` for CuPy, registered by default) and its array namespace
-(``cupy``). :func:`register_backend` adds another array type.
+(``cupyx.scipy.special`` for CuPy, registered by default), its array namespace
+(``cupy``) and its ``scipy.linalg`` (``cupyx.scipy.linalg``). :func:`register_backend`
+adds another array type.
 
 Examples
 --------

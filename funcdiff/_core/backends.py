@@ -10,7 +10,10 @@ by the top-level module name of the array's type (``"cupy"`` for ``cupy.ndarray`
 * the backend's special-function module (``cupyx.scipy.special``): ``scipy.special``
   functions that the backend's ``__array_ufunc__`` does not answer run there;
 * the backend's array namespace (``cupy``): ``add.at`` with a tuple of indices, which
-  NumPy's ufunc protocol cannot pass on.
+  NumPy's ufunc protocol cannot pass on;
+* the backend's ``scipy.linalg`` (``cupyx.scipy.linalg``): the ``scipy.linalg``
+  functions it has (``solve_triangular``, ``expm``, ``lu_solve`` ...), which SciPy's
+  Python code cannot run on device arrays.
 
 A backend array never becomes an ndarray behind the user's back: where a function
 cannot run on it, :func:`unsupported` builds the TypeError that names the function and
@@ -44,6 +47,8 @@ __all__ = [
     "registered_backends",
 ]
 __all__ += ["special_module", "namespace", "first_foreign", "unsupported", "check_same_kind"]
+__all__ += ["backend_copy", "host_copy_refused", "on_device_of", "refuse_vjp", "refuse_device"]
+__all__ += ["linalg_module", "backend_linalg"]
 
 _ndarray = np.ndarray
 # Per type: whether its instances are backend arrays (looked up once per type).
@@ -157,13 +162,20 @@ def first_foreign(items: Any) -> Any:
 class _Backend:
     namespace: str | None
     special: str | None
+    linalg: str | None = None
 
 
-_REGISTRY: dict[str, _Backend] = {"cupy": _Backend("cupy", "cupyx.scipy.special")}
+_REGISTRY: dict[str, _Backend] = {
+    "cupy": _Backend("cupy", "cupyx.scipy.special", "cupyx.scipy.linalg")
+}
 
 
 def register_backend(
-    module: str, *, namespace: str | None = None, special: str | None = None
+    module: str,
+    *,
+    namespace: str | None = None,
+    special: str | None = None,
+    linalg: str | None = None,
 ) -> None:
     """Tell funcdiff where an array type's own functions live.
 
@@ -179,6 +191,10 @@ def register_backend(
         The import path of its special-function module (``"cupyx.scipy.special"``):
         a ``scipy.special`` function that the type's ``__array_ufunc__`` does not
         answer runs as the function of the same name there.
+    linalg : str, optional
+        The import path of its ``scipy.linalg`` (``"cupyx.scipy.linalg"``): a
+        ``scipy.linalg`` function refused by the array type runs as the function of the
+        same name there, where it has one.
 
     Examples
     --------
@@ -189,15 +205,29 @@ def register_backend(
     """
     if not isinstance(module, str) or not module or "." in module:
         raise TypeError(f"module must be a top-level module name such as 'cupy', got {module!r}")
-    for label, value in (("namespace", namespace), ("special", special)):
+    for label, value in (("namespace", namespace), ("special", special), ("linalg", linalg)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{label} must be an import path (str) or None, got {value!r}")
-    _REGISTRY[module] = _Backend(namespace, special)
+    _REGISTRY[module] = _Backend(namespace, special, linalg)
 
 
 def registered_backends() -> dict[str, tuple[str | None, str | None]]:
-    """The registry: ``{top-level module: (namespace, special-function module)}``."""
+    """The registry: ``{top-level module: (namespace, special-function module)}``
+    (:func:`linalg_module` reads the third entry, the ``scipy.linalg`` counterpart)."""
     return {k: (b.namespace, b.special) for k, b in _REGISTRY.items()}
+
+
+def linalg_module(x: Any) -> Any:
+    """The ``scipy.linalg`` counterpart registered for ``x``'s type, or None."""
+    return _entry(x, "linalg") if is_foreign(x) else None
+
+
+def backend_linalg(name: str, args: Any) -> Any:
+    """The backend's own ``scipy.linalg.<name>`` for the first backend array among
+    ``args``, or None (no backend array, none registered, or no such function)."""
+    found = first_foreign(args)
+    module = None if found is None else linalg_module(found)
+    return None if module is None else getattr(module, name, None)
 
 
 def _load(path: str) -> Any:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.backends import on_device_of
+from funcdiff._core.backends import backend_linalg, on_device_of
 from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
@@ -445,8 +445,8 @@ def _qr_vjp(g, ans, a, mode="reduced"):
         extra = np.matmul(y_part, mT(gv))
         gq = extra if gq is None else gq + extra
     gx = _qr_square_vjp(q, u, gq, gu)
-    sel_x = np.eye(m, n)
-    sel_y = np.eye(n - m, n, m)
+    sel_x = on_device_of(np.eye(m, n), gx)
+    sel_y = on_device_of(np.eye(n - m, n, m), gx)
     out = np.matmul(gx, sel_x)
     if gv is not None:
         out = out + np.matmul(np.matmul(q, gv), sel_y)
@@ -659,7 +659,13 @@ def scipy_forward(scipy_fn: Callable) -> tuple[Callable, Callable]:
         for name in flags.values():
             if name in kwargs:
                 kwargs[name] = False
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except TypeError:  # a device array (CuPy): the backend's own scipy.linalg function
+            own = backend_linalg(scipy_fn.__name__, (*args, *kwargs.values()))
+            if own is None:
+                raise
+            return own(*args, **kwargs)
 
     forward.__name__ = forward.__qualname__ = f"_{scipy_fn.__name__}"
     forward.__doc__ = f"``scipy.linalg.{scipy_fn.__name__}``, never overwriting its inputs."

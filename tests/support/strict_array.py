@@ -32,6 +32,7 @@ import types
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 import scipy.special
 
 import funcdiff.backends
@@ -385,14 +386,15 @@ def strict(a: Any, cls: type[StrictArray] = StrictArray) -> StrictArray:
 
 
 class _SpecialFunction:
-    """One ``scipy.special`` ufunc run on StrictArrays (the backend's own kernel)."""
+    """One SciPy function run on StrictArrays (the backend's own kernel)."""
 
-    def __init__(self, ufunc: np.ufunc) -> None:
+    def __init__(self, ufunc: Any) -> None:
         self.ufunc = ufunc
         self.__name__ = ufunc.__name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         cls = next((type(a) for a in args if isinstance(a, StrictArray)), StrictArray)
+        kwargs = {k: cls._unwrap(v) for k, v in kwargs.items()}
         return cls._wrap(self.ufunc(*(cls._unwrap(a) for a in args), **kwargs))
 
 
@@ -417,6 +419,14 @@ special = types.SimpleNamespace(
         if hasattr(scipy.special, name)
     }
 )
+#: The backend's ``scipy.linalg`` (``cupyx.scipy.linalg`` for CuPy): what CuPy 14 has.
+linalg = types.SimpleNamespace(
+    **{
+        name: _SpecialFunction(getattr(scipy.linalg, name))
+        for name in ("solve_triangular", "lu_factor", "lu_solve", "expm")
+    }
+)
+
 #: The backend's array namespace (``cupy`` for CuPy): what dispatch cannot reach.
 namespace = types.SimpleNamespace(add=_AddAt())
 
@@ -424,4 +434,5 @@ funcdiff.backends.register_backend(
     __name__.partition(".")[0],
     namespace="support.strict_array:namespace",
     special="support.strict_array:special",
+    linalg="support.strict_array:linalg",
 )
