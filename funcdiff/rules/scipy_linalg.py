@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.backends import on_device_of
 from funcdiff._core.lazy import scipy  # scipy.linalg is imported on first use
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
@@ -103,7 +104,7 @@ def _solve_triangular_vjp_all(
         full = solution_outer(gb, ans, vector) if t == 0 else solution_outer(ans, gb, vector)
         n = np.shape(a)[-1]
         # Only the triangle that is read (without its diagonal if unit) has a gradient.
-        ga = -(full * _tri_mask(n, lower, -1 if unit_diagonal else 0))
+        ga = -(full * on_device_of(_tri_mask(n, lower, -1 if unit_diagonal else 0), full))
     return [ga, gb if needs[1] else None]
 
 
