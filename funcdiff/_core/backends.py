@@ -131,7 +131,7 @@ def on_device_of(host: Any, ref: Any) -> Any:
     array of ``ref``'s type when ``ref`` (or the data of a Tensor ``ref``) is a backend
     array; ``host`` itself otherwise, at the cost of one type test."""
     data = ref.data if hasattr(type(ref), "grad_fn") else ref
-    if type(data) is _ndarray or not is_foreign(data):
+    if type(data) is _ndarray or not is_foreign(data) or is_foreign(host):
         return host
     return np.asarray(host, like=data)
 
