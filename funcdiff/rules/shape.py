@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.backends import is_foreign
+from funcdiff._core.backends import is_array, is_foreign, on_device_of
 from funcdiff._core.registry import Rule, batch_ndim, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
@@ -611,6 +611,8 @@ register(
 
 
 def _append(arr, values, axis=None):
+    if not (isinstance(values, Tensor) or is_array(values)):
+        values = on_device_of(np.asarray(values), arr)  # numbers join arr on its device
     if axis is None:
         if np.ndim(arr) != 1:
             arr = np.ravel(arr)
