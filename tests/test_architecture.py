@@ -46,6 +46,7 @@ LAYERS = (
         "funcdiff.sparse",
         "funcdiff.replay",
         "funcdiff.integrate",
+        "funcdiff.func",
     ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),

@@ -1,0 +1,253 @@
+"""funcdiff.func: torch.func's transforms on plain NumPy functions.
+
+Every value is checked against an independent truth: a closed form, central finite
+differences, or funcdiff.functional's result for the same function.
+"""
+
+from __future__ import annotations
+
+from collections import namedtuple
+from typing import Any
+
+import numpy as np
+import pytest
+
+import funcdiff as fd
+import funcdiff.functional as F
+from funcdiff.func import (
+    grad,
+    grad_and_value,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    linearize,
+    ravel_pytree,
+    tree_flatten,
+    tree_map,
+    tree_unflatten,
+    vjp,
+)
+
+RNG = np.random.default_rng(0)
+
+
+def central_jacobian(f: Any, x: np.ndarray, h: float = 1e-6) -> np.ndarray:
+    """d f / d x by central differences, shape f(x).shape + x.shape."""
+    x = np.asarray(x, dtype=float)
+    f0 = np.asarray(f(x))
+    jac = np.zeros(f0.shape + x.shape)
+    for k in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[k] = h
+        jac[(..., *k)] = (np.asarray(f(x + e)) - np.asarray(f(x - e))) / (2 * h)
+    return jac
+
+
+def mlp_loss(params: dict, x: np.ndarray, y: np.ndarray) -> Any:
+    h = np.tanh(x @ params["w1"] + params["b1"])
+    out = h @ params["w2"] + params["b2"]
+    return np.sum((out - y) ** 2)
+
+
+def make_params(d: int = 3, h: int = 4, o: int = 2) -> dict:
+    return {
+        "w1": RNG.normal(size=(d, h)),
+        "b1": RNG.normal(size=h),
+        "w2": RNG.normal(size=(h, o)),
+        "b2": RNG.normal(size=o),
+    }
+
+
+# --------------------------------------------------------------------------- pytrees
+def test_tree_flatten_round_trips_nested_containers() -> None:
+    Point = namedtuple("Point", "x y")
+    tree = {"a": [1.0, (2.0, None)], "b": Point(np.ones(2), {"c": 3}), "d": ()}
+    leaves, spec = tree_flatten(tree)
+    assert len(leaves) == spec.num_leaves == 4
+    rebuilt = tree_unflatten(spec, leaves)
+    assert rebuilt["a"] == [1.0, (2.0, None)]
+    assert type(rebuilt["b"]) is Point and rebuilt["b"].y == {"c": 3}
+    assert rebuilt["d"] == ()
+    assert tree_flatten(rebuilt)[1] == spec and hash(spec) == hash(tree_flatten(tree)[1])
+    with pytest.raises(ValueError, match="holds 4 leaves, got 3"):
+        tree_unflatten(spec, leaves[:3])
+    with pytest.raises(ValueError, match="differ in structure"):
+        tree_map(lambda a, b: a, [1, 2], (1, 2))
+    # None as a leaf, when asked.
+    leaves, _ = tree_flatten([None, 1], is_leaf=lambda v: v is None)
+    assert leaves == [None, 1]
+
+
+def test_ravel_pytree_flattens_and_unravels() -> None:
+    tree = {"w": np.arange(6.0).reshape(2, 3), "b": [np.float32(2.0), 4]}
+    flat, unravel = ravel_pytree(tree)
+    np.testing.assert_array_equal(flat, [0, 1, 2, 3, 4, 5, 2, 4])
+    assert flat.dtype == np.float64
+    back = unravel(flat + 1)
+    np.testing.assert_array_equal(back["w"], tree["w"] + 1)
+    assert back["b"][0].dtype == np.float32 and back["b"][0] == 3.0
+    with pytest.raises(ValueError, match="flat must be a 1-d array of length 8"):
+        unravel(np.zeros(7))
+    # Differentiable: the gradient of a loss of the flat vector, through unravel.
+    p = make_params()
+    x, y = RNG.normal(size=(5, 3)), RNG.normal(size=(5, 2))
+    flat, unravel = ravel_pytree(p)
+    g_flat = grad(lambda v: mlp_loss(unravel(v), x, y))(flat)
+    g_tree = grad(mlp_loss)(p, x, y)
+    np.testing.assert_allclose(g_flat, ravel_pytree(g_tree)[0], rtol=1e-12)
+    empty, unravel_empty = ravel_pytree({})
+    assert empty.shape == (0,) and unravel_empty(empty) == {}
+
+
+# --------------------------------------------------------------------------- grad
+def test_grad_closed_forms_and_argnums() -> None:
+    x = np.array([0.5, -1.0, 2.0])
+    np.testing.assert_allclose(grad(lambda x: np.sum(np.sin(x) * x))(x), np.sin(x) + x * np.cos(x))
+    f = lambda a, b, c: np.sum(a * b**2) + c  # noqa: E731
+    a, b = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+    ga, gb = grad(f, argnums=(0, -2))(a, b, 1.0)
+    np.testing.assert_allclose(ga, b**2)
+    np.testing.assert_allclose(gb, 2 * a * b)
+    assert grad(f, argnums=2)(a, b, 1.0) == 1.0
+    # Results are ndarrays, never Tensors; integers count as float64.
+    g = grad(lambda x: x**3)(2)
+    assert type(g) is np.ndarray and g.dtype == np.float64 and g == 12.0
+    # kwargs pass through, undifferentiated.
+    assert grad(lambda x, *, k: k * x**2)(3.0, k=2.0) == 12.0
+    # A constant function: zeros shaped like the argument.
+    np.testing.assert_array_equal(grad(lambda x: 1.0)(np.ones(3)), np.zeros(3))
+
+
+def test_grad_of_pytree_parameters_matches_functional() -> None:
+    p = make_params()
+    x, y = RNG.normal(size=(5, 3)), RNG.normal(size=(5, 2))
+    g = grad(mlp_loss)(p, x, y)
+    assert set(g) == set(p)
+    names = list(p)
+    ref = F.jacobian(
+        lambda *ts: mlp_loss(dict(zip(names, ts)), x, y), tuple(fd.tensor(p[k]) for k in names)
+    )
+    for k, r in zip(names, ref, strict=True):
+        np.testing.assert_allclose(g[k], r.data, rtol=1e-12)
+        assert g[k].shape == p[k].shape
+
+
+def test_grad_and_value_with_aux() -> None:
+    def f(x: np.ndarray) -> tuple:
+        return np.sum(x**2), {"mean": np.mean(x), "n": 3}
+
+    (g, (value, aux)) = grad_and_value(f, has_aux=True)(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(g, [2.0, 4.0, 6.0])
+    assert value == 14.0 and aux["mean"] == 2.0 and aux["n"] == 3
+    assert type(aux["mean"]) is np.ndarray
+    g2, aux2 = grad(f, has_aux=True)(np.array([1.0, 2.0, 3.0]))
+    np.testing.assert_allclose(g2, g)
+    assert aux2["n"] == 3
+
+
+# --------------------------------------------------------------------------- vjp / jvp
+def test_vjp_and_jvp_match_finite_differences() -> None:
+    def f(x: np.ndarray, y: np.ndarray) -> tuple:
+        return np.sin(x) * y[0], {"s": np.sum(x * y)}
+
+    x, y = RNG.normal(size=3), RNG.normal(size=3)
+    out, vjp_fn = vjp(f, x, y)
+    np.testing.assert_allclose(out[0], np.sin(x) * y[0])
+    u0, u1 = RNG.normal(size=3), 1.5
+    gx, gy = vjp_fn((u0, {"s": u1}))
+    jx0 = central_jacobian(lambda x: f(x, y)[0], x)
+    jx1 = central_jacobian(lambda x: f(x, y)[1]["s"], x)
+    jy0 = central_jacobian(lambda y: f(x, y)[0], y)
+    jy1 = central_jacobian(lambda y: f(x, y)[1]["s"], y)
+    np.testing.assert_allclose(gx, u0 @ jx0 + u1 * jx1, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(gy, u0 @ jy0 + u1 * jy1, rtol=1e-7, atol=1e-9)
+    # vjp_fn can be called again.
+    np.testing.assert_allclose(vjp_fn((u0, {"s": 0.0}))[0], u0 @ jx0, rtol=1e-7, atol=1e-9)
+    tx, ty = RNG.normal(size=3), RNG.normal(size=3)
+    out2, t_out = jvp(f, (x, y), (tx, ty))
+    np.testing.assert_allclose(t_out[0], jx0 @ tx + jy0 @ ty, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(t_out[1]["s"], jx1 @ tx + jy1 @ ty, rtol=1e-7, atol=1e-9)
+    out3, lin = linearize(f, x, y)
+    np.testing.assert_allclose(lin(tx, ty)[0], t_out[0], rtol=1e-12)
+    np.testing.assert_allclose(lin(ty, tx)[0], jx0 @ ty + jy0 @ tx, rtol=1e-7, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- Jacobians
+@pytest.mark.parametrize("transform", [jacrev, jacfwd])
+def test_jacobians_match_functional_and_structure(transform: Any) -> None:
+    def f(x: np.ndarray, p: dict) -> dict:
+        return {"a": np.tanh(p["A"] @ x), "b": (np.sum(x**2) * p["c"],)}
+
+    x = RNG.normal(size=3)
+    p = {"A": RNG.normal(size=(2, 3)), "c": 0.7}
+    j = transform(f, argnums=(0, 1))(x, p)
+    ja_x, ja_p = j["a"]
+    assert ja_x.shape == (2, 3) and ja_p["A"].shape == (2, 2, 3) and ja_p["c"].shape == (2,)
+    np.testing.assert_allclose(ja_x, central_jacobian(lambda x: f(x, p)["a"], x), atol=1e-8)
+    np.testing.assert_allclose(
+        ja_p["A"], central_jacobian(lambda a: f(x, {"A": a, "c": 0.7})["a"], p["A"]), atol=1e-8
+    )
+    (jb_x, jb_p) = j["b"][0]
+    np.testing.assert_allclose(jb_x, 2 * x * 0.7, rtol=1e-12)
+    np.testing.assert_allclose(jb_p["c"], np.sum(x**2), rtol=1e-12)
+    ref = F.jacobian(lambda x: np.tanh(p["A"] @ x), fd.tensor(x))
+    np.testing.assert_allclose(transform(lambda x: f(x, p)["a"])(x), ref.data, rtol=1e-12)
+
+
+def test_jacrev_chunk_size_gives_the_same_result() -> None:
+    f = lambda x: np.cumsum(np.sin(x)) * x  # noqa: E731
+    x = RNG.normal(size=7)
+    full = jacrev(f)(x)
+    for chunk in (1, 3, 7, 100):
+        np.testing.assert_array_equal(jacrev(f, chunk_size=chunk)(x), full)
+    np.testing.assert_allclose(full, central_jacobian(f, x), atol=1e-8)
+
+
+def test_hessian_matches_functional_and_closed_form() -> None:
+    def rosen(x: np.ndarray) -> Any:
+        return np.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+    x = RNG.normal(size=4)
+    h = hessian(rosen)(x)
+    ref = F.hessian(rosen, fd.tensor(x))
+    np.testing.assert_allclose(h, ref.data, rtol=1e-12)
+    h2 = hessian(lambda a, b: np.sum(a**2 * b), argnums=(0, 1))(np.array([1.0, 2.0]), 3.0)
+    np.testing.assert_allclose(h2[0][0], np.diag([6.0, 6.0]))
+    np.testing.assert_allclose(h2[0][1], [2.0, 4.0])
+    np.testing.assert_allclose(h2[1][0], [2.0, 4.0])
+    assert h2[1][1] == 0.0
+
+
+# --------------------------------------------------------------------------- composition
+def test_grad_to_depth_three_closed_form() -> None:
+    x = 0.7
+    assert np.isclose(grad(grad(grad(np.sin)))(x), -np.cos(x), rtol=1e-14)
+    f = lambda x: x**2 * np.exp(x)  # noqa: E731
+    # d3/dx3 x^2 e^x = (x^2 + 6x + 6) e^x
+    np.testing.assert_allclose(grad(grad(grad(f)))(x), (x**2 + 6 * x + 6) * np.exp(x))
+    # Closures over an outer level's value: d/dx [d/dy (x y^2)](y = x) = 2y|_{y=x} = 2x.
+    g = grad(lambda x: grad(lambda y: x * y**2)(x))
+    np.testing.assert_allclose(g(1.5), 2 * 1.5 + 2 * 1.5)
+
+
+def test_errors_name_the_argument() -> None:
+    with pytest.raises(RuntimeError, match=r"scalar \(0-d\) output, got shape \(2,\)"):
+        grad(lambda x: x * 2)(np.ones(2))
+    with pytest.raises(ValueError, match="argnums 2 names argument 2"):
+        grad(lambda x, y: x * y, argnums=2)(1.0, 2.0)
+    with pytest.raises(TypeError, match="argnums must be an int or a tuple of ints"):
+        grad(lambda x: x, argnums=[0])(1.0)
+    with pytest.raises(ValueError, match="has_aux=True.*pair"):
+        grad(lambda x: x**2, has_aux=True)(1.0)
+    with pytest.raises(ValueError, match="tangents must have the structure of primals"):
+        jvp(lambda x, y: x * y, (1.0, 2.0), (1.0,))
+    with pytest.raises(ValueError, match=r"tangents: leaf 0 has shape \(3,\)"):
+        jvp(np.sin, (np.ones(2),), (np.ones(3),))
+    _, vjp_fn = vjp(lambda x: (x, x), np.ones(2))
+    with pytest.raises(ValueError, match="cotangents must have the structure of the output"):
+        vjp_fn(np.ones(2))
+    with pytest.raises(TypeError, match="argument 0 must be an ndarray"):
+        grad(lambda s: 1.0)("abc")
+    with pytest.raises(ValueError, match="chunk_size"):
+        jacrev(np.sin, chunk_size=0)
