@@ -251,3 +251,121 @@ def test_errors_name_the_argument() -> None:
         grad(lambda s: 1.0)("abc")
     with pytest.raises(ValueError, match="chunk_size"):
         jacrev(np.sin, chunk_size=0)
+
+
+# --------------------------------------------------------------------------- every composition
+def _f(x: Any) -> Any:
+    return np.sin(x) * np.exp(x / 2)
+
+
+def _f_derivative(n: int, x: float) -> float:
+    """d^n/dx^n sin(x) e^(x/2) = Im((1/2 + i)^n e^((1/2 + i) x))."""
+    return float(np.imag((0.5 + 1j) ** n * np.exp((0.5 + 1j) * x)))
+
+
+#: Each turns a scalar function into its derivative, through one transform.
+DERIVATIVES: dict[str, Any] = {
+    "grad": grad,
+    "grad_and_value": lambda f: lambda x: grad_and_value(f)(x)[0],
+    "jacrev": jacrev,
+    "jacfwd": jacfwd,
+    "vjp": lambda f: lambda x: vjp(f, x)[1](1.0)[0],
+    "jvp": lambda f: lambda x: jvp(f, (x,), (1.0,))[1],
+    "linearize": lambda f: lambda x: linearize(f, x)[1](1.0),
+}
+
+
+@pytest.mark.parametrize("outer", sorted(DERIVATIVES))
+@pytest.mark.parametrize("middle", sorted(DERIVATIVES))
+def test_every_transform_composes_with_every_other_to_depth_three(outer: str, middle: str) -> None:
+    x = 0.3
+    for inner in sorted(DERIVATIVES):
+        d3 = DERIVATIVES[outer](DERIVATIVES[middle](DERIVATIVES[inner](_f)))
+        value = d3(x)
+        assert isinstance(value, np.ndarray) and np.shape(value) == (), (outer, middle, inner)
+        np.testing.assert_allclose(value, _f_derivative(3, x), rtol=1e-12, err_msg=inner)
+    # hessian counts twice, inside or outside.
+    np.testing.assert_allclose(
+        DERIVATIVES[outer](DERIVATIVES[middle](hessian(_f)))(x), _f_derivative(4, x), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        hessian(DERIVATIVES[outer](DERIVATIVES[middle](_f)))(x), _f_derivative(4, x), rtol=1e-12
+    )
+
+
+def test_compositions_on_vectors_match_finite_differences() -> None:
+    A = RNG.normal(size=(3, 3))
+
+    def f(x: np.ndarray) -> Any:
+        return np.sum(np.tanh(A @ x) ** 2) + x[0] * x[1] * x[2]
+
+    x = RNG.normal(size=3)
+    h = hessian(f)(x)
+    assert h.shape == (3, 3)
+    np.testing.assert_allclose(h, h.T, atol=1e-12)
+    np.testing.assert_allclose(h, central_jacobian(grad(f), x), atol=1e-7)
+    for third in (
+        jacfwd(jacrev(jacrev(f))),
+        jacrev(jacfwd(jacrev(f))),
+        jacrev(hessian(f)),
+        jacfwd(jacfwd(grad(f))),
+    ):
+        t = third(x)
+        assert t.shape == (3, 3, 3)
+        np.testing.assert_allclose(t, central_jacobian(hessian(f), x), atol=1e-6)
+    # Gradient of a Hessian-vector product (jvp of grad), against the third derivative.
+    v = RNG.normal(size=3)
+    hvp = lambda x: jvp(grad(f), (x,), (v,))[1]  # noqa: E731
+    np.testing.assert_allclose(hvp(x), h @ v, rtol=1e-12)
+    np.testing.assert_allclose(
+        jacrev(hvp)(x), np.einsum("ijk,k->ij", jacfwd(hessian(f))(x), v), atol=1e-12
+    )
+
+
+def test_transforms_over_code_that_calls_the_engine_and_functional() -> None:
+    x = RNG.normal(size=3)
+
+    def through_engine(x: Any) -> Any:
+        # The gradient of sum(x^3) by the engine, inside the function: 3x^2.
+        (g,) = fd.grad(np.sum(x**3), x, create_graph=True)
+        return np.sum(g * x)  # 3 sum x^3
+
+    np.testing.assert_allclose(grad(through_engine)(x), 9 * x**2, rtol=1e-12)
+    np.testing.assert_allclose(grad(grad(through_engine))(0.5), 18 * 0.5, rtol=1e-12)
+    np.testing.assert_allclose(hessian(through_engine)(x), np.diag(18 * x), rtol=1e-12)
+
+    def through_functional(x: Any) -> Any:
+        # The Hessian of sum(x^4) by funcdiff.functional: diag(12 x^2); its trace.
+        h = F.hessian(lambda t: np.sum(t**4), x, create_graph=True)
+        return np.trace(h)
+
+    np.testing.assert_allclose(grad(through_functional)(x), 24 * x, rtol=1e-12)
+    np.testing.assert_allclose(jacfwd(grad(through_functional))(x), 24 * np.eye(3), rtol=1e-12)
+    np.testing.assert_allclose(
+        grad(grad(grad(lambda s: through_functional(s * np.ones(2)))))(0.4), 0.0, atol=1e-12
+    )
+
+    def with_an_inner_leaf(x: Any) -> Any:
+        # A leaf made inside, differentiated inside: d/dw (w x^2) = x^2.
+        w = fd.tensor(2.0, requires_grad=True)
+        (gw,) = fd.grad(np.sum(w * x**2), w, create_graph=True)
+        return gw
+
+    np.testing.assert_allclose(grad(with_an_inner_leaf)(x), 2 * x, rtol=1e-12)
+
+
+def test_a_closure_over_a_tensor_keeps_its_gradient() -> None:
+    # The transform's result depends on w through the closure: it stays a Tensor
+    # connected to w, so that w's gradient is not dropped.
+    w = fd.tensor([1.0, -2.0], requires_grad=True)
+    x = np.array([0.5, 3.0])
+    g = grad(lambda x: np.sum(w * x**2))(x)
+    assert isinstance(g, fd.Tensor) and g.requires_grad
+    np.testing.assert_allclose(g.data, 2 * w.data * x)
+    np.sum(g).backward()
+    np.testing.assert_allclose(w.grad.data, 2 * x)
+    # The same with the argument a Tensor that requires grad.
+    xt = fd.tensor(x, requires_grad=True)
+    g = grad(lambda x: np.sum(x**3))(xt)
+    (gg,) = fd.grad(np.sum(g), xt)
+    np.testing.assert_allclose(gg.data, 6 * x)

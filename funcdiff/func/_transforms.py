@@ -216,7 +216,10 @@ def finish(x: Any, keep: bool) -> Any:
     """A result as the user sees it: an ndarray, or a Tensor where ``keep`` and it is
     connected to a graph (nested transforms differentiate it again)."""
     if isinstance(x, Tensor):
-        return x if keep and x.requires_grad else x.data
+        if keep and x.requires_grad:
+            return x
+        data = x.data
+        return data if type(data) is np.ndarray else np.asarray(data)
     return x
 
 
