@@ -369,3 +369,86 @@ def test_a_closure_over_a_tensor_keeps_its_gradient() -> None:
     g = grad(lambda x: np.sum(x**3))(xt)
     (gg,) = fd.grad(np.sum(g), xt)
     np.testing.assert_allclose(gg.data, 6 * x)
+
+
+# --------------------------------------------------------------------------- dtypes and edges
+def test_dtypes_follow_the_inputs() -> None:
+    g32 = grad(lambda x: np.sum(x**2))(np.ones(2, dtype=np.float32))
+    assert g32.dtype == np.float32 and np.allclose(g32, 2.0)
+    z = np.array([1 + 2j, 0.5 - 1j])
+    # torch's convention for a real function of complex inputs: the conjugate
+    # Wirtinger gradient times two, 2z for |z|^2.
+    np.testing.assert_allclose(grad(lambda z: np.sum(np.abs(z) ** 2))(z), 2 * z)
+    out, t = jvp(lambda z: z**2, (z,), (np.ones(2, dtype=complex),))
+    np.testing.assert_allclose(t, 2 * z)
+    for transform in (jacrev, jacfwd):
+        with pytest.raises(RuntimeError, match="expected all inputs to be real, got complex"):
+            transform(lambda z: z**2)(z)
+        with pytest.raises(RuntimeError, match="expected all outputs to be real"):
+            transform(lambda x: x * 1j)(np.ones(2))
+
+
+def test_constant_and_empty_outputs_and_inputs() -> None:
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(jacrev(lambda x: np.arange(3))(x), np.zeros((3, 2)))
+    np.testing.assert_array_equal(jacfwd(lambda x: np.ones((2, 2)))(x), np.zeros((2, 2, 2)))
+    assert jacrev(lambda x: np.sum(x) * np.ones(4))(np.zeros(0)).shape == (4, 0)
+    assert jacfwd(lambda x: x * 2)(np.zeros(0)).shape == (0, 0)
+    # An output that does not depend on the differentiated argument.
+    j = jacrev(lambda x, y: (x * 2, y), argnums=0)(x, 3.0)
+    np.testing.assert_array_equal(j[1], np.zeros(2))
+    _, vjp_fn = vjp(lambda x, y: x * 2, x, np.ones(3))
+    gx, gy = vjp_fn(np.ones(2))
+    np.testing.assert_array_equal(gy, np.zeros(3))
+    _, t = jvp(lambda x: (x, 5.0), (x,), (np.ones(2),))
+    assert t[1] == 0.0
+
+
+def test_linearize_runs_the_function_once() -> None:
+    calls = []
+
+    def f(x: Any) -> Any:
+        calls.append(1)
+        return np.sin(x) * x
+
+    x = np.array([0.2, 0.4])
+    out, jvp_fn = linearize(f, x)
+    for v in np.eye(2):
+        np.testing.assert_allclose(jvp_fn(v), (np.sin(x) + x * np.cos(x)) * v, rtol=1e-12)
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match=r"jvp_fn: tangents: leaf 0 has shape \(3,\)"):
+        jvp_fn(np.ones(3))
+
+
+def test_more_errors() -> None:
+    with pytest.raises(TypeError, match="primals must be a tuple or list"):
+        jvp(np.sin, np.ones(2), (np.ones(2),))
+    with pytest.raises(TypeError, match="tangents must be a tuple or list"):
+        jvp(np.sin, (np.ones(2),), np.ones(2))
+    with pytest.raises(TypeError, match="argnums must be an int or a tuple of ints"):
+        grad(lambda x: x, argnums=True)(1.0)
+    with pytest.raises(ValueError, match="must not repeat"):
+        grad(lambda x, y: x * y, argnums=(0, -2))(1.0, 2.0)
+    with pytest.raises(ValueError, match="at least one argument"):
+        grad(lambda x: x, argnums=())(1.0)
+    with pytest.raises(ValueError, match="got a tuple of length 3"):
+        jacrev(lambda x: (x, x, x), has_aux=True)(np.ones(2))
+    with pytest.raises(RuntimeError, match=r"got shape \(1,\)"):
+        grad(lambda x: np.sum(x, keepdims=True))(np.ones(2))
+    with pytest.raises(RuntimeError, match="got a tuple of length 2"):
+        grad(lambda x: (x, x))(1.0)
+    with pytest.raises(ValueError, match="randomness must be 'error', 'same' or 'different'"):
+        jacfwd(np.sin, randomness="sometimes")
+    with pytest.raises(TypeError, match="func must be callable"):
+        grad(3)
+    _, vjp_fn = vjp(np.sin, np.ones(2))
+    with pytest.raises(ValueError, match=r"cotangents: leaf 0 has shape \(\)"):
+        vjp_fn(1.0)
+    with pytest.raises(TypeError, match="cotangents: leaf 0 must be an ndarray or a number"):
+        vjp_fn("ab")
+    with pytest.raises(TypeError, match="argument 0, leaf 1, must hold floating point"):
+        grad(lambda p: 1.0)([1.0, np.array(["a"])])
+    # An error inside the function leaves no transform level behind.
+    with pytest.raises(ZeroDivisionError):
+        grad(lambda x: 1 / 0)(1.0)
+    assert isinstance(grad(np.sin)(0.0), np.ndarray)

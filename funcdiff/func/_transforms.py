@@ -591,6 +591,8 @@ def _jacobian(
     keep = _keep_graph(prepared, outs, nested)
     roots = [o if isinstance(o, Tensor) else wrap(_float_array(o), False, None, 0) for o in outs]
     leaves = tuple(prepared.leaves)
+    _refuse_complex(leaves, "inputs", name)
+    _refuse_complex(roots, "outputs", name)
     if not roots or sum(t.size for t in leaves) == 0 or not any(r.requires_grad for r in roots):
         blocks: Any = [[_zeros_for(t, r.shape) for t in leaves] for r in roots]
     elif forward:
@@ -606,6 +608,18 @@ def _jacobian(
     ]
     jac = tree_unflatten(out_spec, per_output)
     return (jac, _finish_tree(aux, keep)) if has_aux else jac
+
+
+def _refuse_complex(values: Sequence[Tensor], what: str, name: str) -> None:
+    """torch.func's Jacobians are real: the rows of a reverse-mode Jacobian of a complex
+    function would be conjugated (vector-Jacobian products), its columns not."""
+    for k, v in enumerate(values):
+        if v.dtype.kind == "c":
+            raise RuntimeError(
+                f"{name}: expected all {what} to be real, got complex leaf {k} "
+                f"({v.dtype}); use vjp or jvp, or funcdiff.functional.jacobian, whose "
+                "complex convention is torch.autograd's"
+            )
 
 
 def _gradient_blocks(root: Tensor, leaves: tuple[Tensor, ...], keep: bool) -> list[Any]:
