@@ -452,3 +452,16 @@ def test_more_errors() -> None:
     with pytest.raises(ZeroDivisionError):
         grad(lambda x: 1 / 0)(1.0)
     assert isinstance(grad(np.sin)(0.0), np.ndarray)
+
+
+def test_vjp_and_linearize_keep_the_point_they_were_called_at() -> None:
+    x = np.array([1.0, 2.0])
+    _, vjp_fn = vjp(lambda x: x**2, x)
+    _, jvp_fn = linearize(lambda x: x**3, x)
+    x[:] = 100.0  # the caller reuses its array
+    np.testing.assert_array_equal(vjp_fn(np.ones(2))[0], [2.0, 4.0])
+    np.testing.assert_array_equal(jvp_fn(np.ones(2)), [3.0, 12.0])
+    # grad reads the array without copying it, and leaves it as it was.
+    y = np.array([3.0, 4.0])
+    np.testing.assert_array_equal(grad(lambda y: np.sum(y**2))(y), [6.0, 8.0])
+    np.testing.assert_array_equal(y, [3.0, 4.0])

@@ -92,9 +92,14 @@ def positions(argnums: Any, nargs: int, name: str) -> tuple[int, ...]:
     return tuple(result)
 
 
-def _leaf_tensor(x: Any, where: str) -> tuple[Tensor, bool]:
+def _leaf_tensor(x: Any, where: str, copy: bool = True) -> tuple[Tensor, bool]:
     """A fresh Tensor to differentiate with respect to, standing for ``x``, and whether
-    it is a recorded alias of a Tensor that requires grad (an outer transform's)."""
+    it is a recorded alias of a Tensor that requires grad (an outer transform's).
+
+    Without ``copy`` the leaf shares the caller's array: safe while the derivative is
+    computed before the transform returns, since funcdiff never writes into a leaf that
+    requires grad; ``vjp`` and ``linearize`` return functions that run later, after the
+    caller may have changed the array, so they copy."""
     if isinstance(x, Tensor):
         if x.requires_grad:
             return x.reshape(x.shape), True
@@ -112,6 +117,10 @@ def _leaf_tensor(x: Any, where: str) -> tuple[Tensor, bool]:
         data = data.astype(np.float64)
     elif data.dtype.kind not in "fc":
         raise TypeError(f"{where} must hold floating point or complex numbers, got {data.dtype}")
+    if not copy:
+        if type(data) is not np.ndarray and isinstance(data, np.ndarray):
+            data = np.asarray(data)  # a subclass (np.matrix, ...) as a plain array
+        return wrap(data, True, None, 0), False
     return tensor(data, requires_grad=True), False
 
 
@@ -133,9 +142,13 @@ class Prepared:
     start : int
         The graph's sequence number before the leaves were made: a node older than
         this belongs to an outer computation.
+
+    ``copy`` makes the leaves copies of the arguments instead of views of them.
     """
 
-    def __init__(self, args: Sequence[Any], where: Sequence[int], name: str) -> None:
+    def __init__(
+        self, args: Sequence[Any], where: Sequence[int], name: str, copy: bool = False
+    ) -> None:
         self.start = next(SEQUENCE)
         self.args = list(args)
         self.positions = tuple(where)
@@ -148,7 +161,7 @@ class Prepared:
             made = []
             for k, leaf in enumerate(leaves):
                 where_k = f"{name}: argument {p}" + (f", leaf {k}," if not spec.is_leaf() else "")
-                t, alias = _leaf_tensor(leaf, where_k)
+                t, alias = _leaf_tensor(leaf, where_k, copy)
                 self.outer |= alias
                 made.append(t)
             self.args[p] = tree_unflatten(spec, made)
@@ -430,7 +443,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     """
     check_callable(func, "func")
     nested = is_nested()
-    prepared = Prepared(primals, range(len(primals)), "vjp")
+    prepared = Prepared(primals, range(len(primals)), "vjp", copy=True)
     output, aux = call(func, prepared, {}, has_aux, "vjp")
     outs, out_spec = tree_flatten(output)
     keep = _keep_graph(prepared, outs, nested)
@@ -559,7 +572,7 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple:
     """
     check_callable(func, "func")
     nested = is_nested()
-    prepared = Prepared(primals, range(len(primals)), "linearize")
+    prepared = Prepared(primals, range(len(primals)), "linearize", copy=True)
     spec = tree_flatten(primals)[1]
     output, _ = call(func, prepared, {}, False, "linearize")
     outs, out_spec = tree_flatten(output)
