@@ -222,6 +222,8 @@ def call(
 def _describe(x: Any) -> str:
     if isinstance(x, (tuple, list)):
         return f"a {type(x).__name__} of length {len(x)}"
+    if isinstance(x, (Tensor, np.ndarray)):
+        return f"an array of shape {x.shape}"
     return f"a {type(x).__name__}"
 
 
