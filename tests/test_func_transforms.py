@@ -465,3 +465,32 @@ def test_vjp_and_linearize_keep_the_point_they_were_called_at() -> None:
     y = np.array([3.0, 4.0])
     np.testing.assert_array_equal(grad(lambda y: np.sum(y**2))(y), [6.0, 8.0])
     np.testing.assert_array_equal(y, [3.0, 4.0])
+
+
+def test_functional_over_the_transforms_and_hessian_of_a_dict() -> None:
+    def f(x: Any) -> Any:
+        return np.sum(np.sin(x) * x**2)
+
+    x = RNG.normal(size=3)
+    # funcdiff.functional differentiates a transformed function: its inputs are Tensors
+    # that require grad, so the transform's result stays connected to them.
+    ref = hessian(f)(x)
+    np.testing.assert_allclose(F.jacobian(grad(f), fd.tensor(x)).data, ref, rtol=1e-12)
+    np.testing.assert_allclose(
+        F.jacobian(jacrev(f), fd.tensor(x), vectorize=True).data, ref, rtol=1e-12
+    )
+    # Hessian blocks of a dict of parameters, against functional.hessian on a tuple.
+    p = {"a": RNG.normal(size=2), "b": [RNG.normal(size=(2, 2))]}
+
+    def g(p: dict) -> Any:
+        return np.sum(np.tanh(p["b"][0] @ p["a"]) ** 2) * np.sum(p["a"])
+
+    h = hessian(g)(p)
+    ref_blocks = F.hessian(
+        lambda a, b: g({"a": a, "b": [b]}), (fd.tensor(p["a"]), fd.tensor(p["b"][0]))
+    )
+    np.testing.assert_allclose(h["a"]["a"], ref_blocks[0][0].data, rtol=1e-12)
+    np.testing.assert_allclose(h["a"]["b"][0], ref_blocks[0][1].data, rtol=1e-12)
+    np.testing.assert_allclose(h["b"][0]["a"], ref_blocks[1][0].data, rtol=1e-12)
+    np.testing.assert_allclose(h["b"][0]["b"][0], ref_blocks[1][1].data, rtol=1e-12)
+    assert h["b"][0]["b"][0].shape == (2, 2, 2, 2)
