@@ -494,3 +494,12 @@ def test_functional_over_the_transforms_and_hessian_of_a_dict() -> None:
     np.testing.assert_allclose(h["b"][0]["a"], ref_blocks[1][0].data, rtol=1e-12)
     np.testing.assert_allclose(h["b"][0]["b"][0], ref_blocks[1][1].data, rtol=1e-12)
     assert h["b"][0]["b"][0].shape == (2, 2, 2, 2)
+
+
+def test_an_aux_over_a_tensor_keeps_its_gradient() -> None:
+    w = fd.tensor(3.0, requires_grad=True)
+    g, aux = grad(lambda x: (x**2, w * x), has_aux=True)(2.0)
+    # Only the aux reaches w: the gradient is an ndarray, the aux a Tensor.
+    assert type(g) is np.ndarray and g == 4.0 and isinstance(aux, fd.Tensor)
+    aux.backward()
+    assert w.grad.item() == 2.0

@@ -139,6 +139,8 @@ class Prepared:
         The structure of each differentiated argument.
     outer : bool
         Whether an argument was a Tensor that requires grad (kept connected).
+    nested : bool
+        Whether the call runs inside another transform's function.
     start : int
         The graph's sequence number before the leaves were made: a node older than
         this belongs to an outer computation.
@@ -150,6 +152,7 @@ class Prepared:
         self, args: Sequence[Any], where: Sequence[int], name: str, copy: bool = False
     ) -> None:
         self.start = next(SEQUENCE)
+        self.nested = is_nested()
         self.args = list(args)
         self.positions = tuple(where)
         self.leaves: list[Tensor] = []
@@ -176,6 +179,18 @@ class Prepared:
             out.append(tree_unflatten(spec, list(values[k : k + n])))
             k += n
         return out
+
+    def finish(self, x: Any, keep: bool) -> Any:
+        """:func:`finish` for a result of this call: at the top level, where ``keep``
+        came from a closure, only a result that reaches outside stays a Tensor."""
+        if keep and isinstance(x, Tensor) and x.requires_grad and not (self.nested or self.outer):
+            keep = self.reaches_outside([x])
+        return finish(x, keep)
+
+    def finish_tree(self, tree: Any, keep: bool) -> Any:
+        """:meth:`finish` for every leaf of ``tree``."""
+        leaves, spec = tree_flatten(tree)
+        return tree_unflatten(spec, [self.finish(x, keep) for x in leaves])
 
     def reaches_outside(self, outputs: Sequence[Any]) -> bool:
         """Whether ``outputs`` depend on a Tensor that requires grad other than the leaves
@@ -238,13 +253,10 @@ def finish(x: Any, keep: bool) -> Any:
     return x
 
 
-def _finish_tree(tree: Any, keep: bool) -> Any:
-    leaves, spec = tree_flatten(tree)
-    return tree_unflatten(spec, [finish(x, keep) for x in leaves])
-
-
-def _keep_graph(prepared: Prepared, outputs: Sequence[Any], nested: bool) -> bool:
-    return nested or prepared.outer or prepared.reaches_outside(outputs)
+def _keep_graph(prepared: Prepared, outputs: Sequence[Any], nested: bool, aux: Any) -> bool:
+    """Whether to record the derivative and hand out connected Tensors: inside another
+    transform, or when the output or ``aux`` depends on an outer Tensor."""
+    return nested or prepared.outer or prepared.reaches_outside([*outputs, *tree_flatten(aux)[0]])
 
 
 def _zeros_for(t: Tensor, lead: tuple[int, ...] = ()) -> np.ndarray:
@@ -280,19 +292,19 @@ def _grad_and_value(
     prepared = Prepared(args, positions(argnums, len(args), name), name)
     output, aux = call(func, prepared, kwargs, has_aux, name)
     _check_scalar(output, name)
-    keep = _keep_graph(prepared, [output], nested)
+    keep = _keep_graph(prepared, [output], nested, aux)
     if isinstance(output, Tensor) and output.requires_grad:
         grads = autograd_grad(output, prepared.leaves, create_graph=keep, allow_unused=True)
     else:
         grads = (None,) * len(prepared.leaves)
     values = [
-        _zeros_for(t) if g is None else finish(g, keep)
+        _zeros_for(t) if g is None else prepared.finish(g, keep)
         for g, t in zip(grads, prepared.leaves, strict=True)
     ]
     return (
         _pick(argnums, prepared.per_position(values)),
-        finish(output, keep),
-        _finish_tree(aux, keep) if has_aux else None,
+        prepared.finish(output, keep),
+        prepared.finish_tree(aux, keep) if has_aux else None,
     )
 
 
@@ -448,7 +460,7 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
     prepared = Prepared(primals, range(len(primals)), "vjp", copy=True)
     output, aux = call(func, prepared, {}, has_aux, "vjp")
     outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested)
+    keep = _keep_graph(prepared, outs, nested, aux)
 
     def vjp_fn(cotangents: Any) -> tuple:
         cots = _check_like(cotangents, outs, out_spec, "vjp_fn: cotangents", "the output")
@@ -465,13 +477,13 @@ def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple
                 allow_unused=True,
             )
         values = [
-            _zeros_for(t) if g is None else finish(g, graph)
+            _zeros_for(t) if g is None else prepared.finish(g, graph)
             for g, t in zip(grads, prepared.leaves, strict=True)
         ]
         return tuple(prepared.per_position(values))
 
-    result = (_finish_tree(output, keep), vjp_fn)
-    return (*result, _finish_tree(aux, keep)) if has_aux else result
+    result = (prepared.finish_tree(output, keep), vjp_fn)
+    return (*result, prepared.finish_tree(aux, keep)) if has_aux else result
 
 
 # --------------------------------------------------------------------------- jvp
@@ -491,7 +503,7 @@ def _push(prepared: Prepared, outs: list[Any], tangents: list[Any], graph: bool)
             dtype = o.dtype if isinstance(o, (Tensor, np.ndarray)) else np.dtype(np.float64)
             result.append(np.zeros(np.shape(o), dtype if dtype.kind in "fc" else np.float64))
         else:
-            result.append(finish(p, graph))
+            result.append(prepared.finish(p, graph))
     return result
 
 
@@ -546,14 +558,14 @@ def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, has_aux: bool 
     )
     output, aux = call(func, prepared, {}, has_aux, "jvp")
     outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested) or any(
+    keep = _keep_graph(prepared, outs, nested, aux) or any(
         isinstance(t, Tensor) and t.requires_grad for t in tans
     )
     result = (
-        _finish_tree(output, keep),
+        prepared.finish_tree(output, keep),
         tree_unflatten(out_spec, _push(prepared, outs, tans, keep)),
     )
-    return (*result, _finish_tree(aux, keep)) if has_aux else result
+    return (*result, prepared.finish_tree(aux, keep)) if has_aux else result
 
 
 def linearize(func: Callable[..., Any], *primals: Any) -> tuple:
@@ -578,14 +590,14 @@ def linearize(func: Callable[..., Any], *primals: Any) -> tuple:
     spec = tree_flatten(primals)[1]
     output, _ = call(func, prepared, {}, False, "linearize")
     outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested)
+    keep = _keep_graph(prepared, outs, nested, None)
 
     def jvp_fn(*tangents: Any) -> Any:
         tans = _check_like(tangents, prepared.leaves, spec, "jvp_fn: tangents", "primals")
         graph = keep or is_nested() or any(isinstance(t, Tensor) and t.requires_grad for t in tans)
         return tree_unflatten(out_spec, _push(prepared, outs, tans, graph))
 
-    return _finish_tree(output, keep), jvp_fn
+    return prepared.finish_tree(output, keep), jvp_fn
 
 
 # --------------------------------------------------------------------------- Jacobians
@@ -603,7 +615,7 @@ def _jacobian(
     prepared = Prepared(args, positions(argnums, len(args), name), name)
     output, aux = call(func, prepared, kwargs, has_aux, name)
     outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested)
+    keep = _keep_graph(prepared, outs, nested, aux)
     roots = [o if isinstance(o, Tensor) else wrap(_float_array(o), False, None, 0) for o in outs]
     leaves = tuple(prepared.leaves)
     _refuse_complex(leaves, "inputs", name)
@@ -619,10 +631,11 @@ def _jacobian(
     else:
         blocks = jacobian_reverse(tuple(roots), leaves, keep, False, True, chunk_size)
     per_output = [
-        _pick(argnums, prepared.per_position([finish(b, keep) for b in row])) for row in blocks
+        _pick(argnums, prepared.per_position([prepared.finish(b, keep) for b in row]))
+        for row in blocks
     ]
     jac = tree_unflatten(out_spec, per_output)
-    return (jac, _finish_tree(aux, keep)) if has_aux else jac
+    return (jac, prepared.finish_tree(aux, keep)) if has_aux else jac
 
 
 def _refuse_complex(values: Sequence[Tensor], what: str, name: str) -> None:
