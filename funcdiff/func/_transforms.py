@@ -250,7 +250,9 @@ def finish(x: Any, keep: bool) -> Any:
         if keep and x.requires_grad:
             return x
         data = x.data
-        return data if type(data) is np.ndarray else np.asarray(data)
+        # A NumPy scalar as a 0-d array; anything else (an ndarray, or another array
+        # type that a Tensor may hold) as it is.
+        return np.asarray(data) if isinstance(data, np.generic) else data
     return x
 
 
