@@ -207,15 +207,18 @@ class Prepared:
             for o in outputs
             if isinstance(o, Tensor) and o.requires_grad and o.grad_fn is None
         ]
-        seen: set[Node] = set()
+        seen = own  # own leaves end the walk like nodes already seen
+        start, push, pop, add = self.start, stack.append, stack.pop, seen.add
         while stack:
-            node = stack.pop()
-            if node in seen or node in own:
+            node = pop()
+            if node in seen:
                 continue
-            if node.seq < self.start or isinstance(node, AccumulateGrad):
+            if node.seq < start or type(node) is AccumulateGrad:
                 return True
-            seen.add(node)
-            stack.extend(e[0] for e in node.edges if e is not None)
+            add(node)
+            for e in node.edges:
+                if e is not None:
+                    push(e[0])
         return False
 
 
