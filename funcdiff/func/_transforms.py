@@ -548,14 +548,11 @@ def jacfwd(
 
 
 def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
-    """The Hessian of a scalar function, as a function.
+    """The Hessian of a scalar function, as a function: ``jacfwd(jacrev(func))``.
 
-    The gradient is recorded in reverse mode and all rows of its Jacobian are pulled
-    back in one batched backward pass (reverse over reverse, as
-    :func:`funcdiff.functional.hessian` does): ``jacrev(jacrev(func))``, which in
-    funcdiff costs less than torch.func's ``jacfwd(jacrev(func))`` and gives the same
-    values. For a tuple ``argnums`` the result has blocks ``H[i][j]`` of shape
-    ``a_i + a_j``.
+    The gradient is recorded in reverse mode and its Jacobian pushed forward as one
+    batch of tangents (forward over reverse, as torch.func does). For a tuple
+    ``argnums`` the result has blocks ``H[i][j]`` of shape ``a_i + a_j``.
 
     Examples
     --------
@@ -566,4 +563,4 @@ def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
            [ 0., 12.]])
     """
     check_callable(func, "func")
-    return jacrev(jacrev(func, argnums), argnums)
+    return jacfwd(jacrev(func, argnums), argnums)
