@@ -315,7 +315,9 @@ def _grad_and_value(
     )
 
 
-def grad(func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False) -> Callable:
+def grad(
+    func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The gradient of a scalar function, as a function.
 
     Parameters
@@ -367,7 +369,7 @@ def grad(func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False) 
 
 def grad_and_value(
     func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False
-) -> Callable:
+) -> Callable[..., Any]:
     """The gradient and the value of a scalar function, as a function.
 
     Parameters and errors are those of :func:`grad`.
@@ -465,7 +467,7 @@ def jacrev(
     *,
     has_aux: bool = False,
     chunk_size: int | None = None,
-) -> Callable:
+) -> Callable[..., Any]:
     """The Jacobian of ``func``, in reverse mode, as a function.
 
     All rows of the Jacobian are pulled back in one batched backward pass (in passes of
@@ -520,7 +522,7 @@ def jacfwd(
     has_aux: bool = False,
     *,
     randomness: str = "error",
-) -> Callable:
+) -> Callable[..., Any]:
     """The Jacobian of ``func``, in forward mode, as a function.
 
     The columns of the Jacobian (one per element of the differentiated arguments) are
@@ -547,7 +549,7 @@ def jacfwd(
     return jacfwd_f
 
 
-def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
+def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
     """The Hessian of a scalar function, as a function: ``jacfwd(jacrev(func))``.
 
     The gradient is recorded in reverse mode and its Jacobian pushed forward as one
