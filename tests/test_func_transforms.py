@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import funcdiff as fd
+import funcdiff.func as funcdiff_func
 import funcdiff.functional as F
 from funcdiff.func import (
     grad,
@@ -531,3 +532,25 @@ def test_the_hips_autograd_logistic_regression_example_ports_by_its_imports() ->
         np.testing.assert_allclose(g, inputs.T @ (p - targets), rtol=1e-12, atol=1e-15)
         weights -= g * 0.01
     assert training_loss(weights) < first
+
+
+VMAP = getattr(funcdiff_func, "vmap", None)
+
+
+@pytest.mark.skipif(VMAP is None, reason="funcdiff.func has no vmap in this build")
+def test_vmap_over_the_products_matches_a_loop() -> None:
+    vmap: Any = VMAP
+    X, T = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3))
+
+    def f(x: Any) -> Any:
+        return np.sin(x) * x
+
+    d = np.sin(X) + X * np.cos(X)  # f' elementwise
+    np.testing.assert_allclose(vmap(lambda x, u: vjp(f, x)[1](u)[0])(X, T), d * T, rtol=1e-12)
+    np.testing.assert_allclose(vmap(lambda x, v: jvp(f, (x,), (v,))[1])(X, T), d * T, rtol=1e-12)
+    np.testing.assert_allclose(vmap(lambda x: linearize(f, x)[1](np.ones(3)))(X), d, rtol=1e-12)
+    np.testing.assert_allclose(vmap(lambda v: jvp(f, (X[0],), (v,))[1])(T), d[0] * T, rtol=1e-12)
+    g = lambda x: np.sum(np.tanh(x) ** 2) * np.sum(x**2)  # noqa: E731
+    np.testing.assert_allclose(
+        vmap(hessian(g))(X), np.stack([hessian(g)(x) for x in X]), rtol=1e-12
+    )
