@@ -447,6 +447,8 @@ def test_more_errors() -> None:
         vjp_fn(1.0)
     with pytest.raises(TypeError, match="cotangents: leaf 0 must be an ndarray or a number"):
         vjp_fn("ab")
+    with pytest.raises(TypeError, match="cotangents: leaf 0 must be an ndarray or a number"):
+        vjp_fn(np.array(["a", "b"]))
     with pytest.raises(TypeError, match="argument 0, leaf 1, must hold floating point"):
         grad(lambda p: 1.0)([1.0, np.array(["a"])])
     # An error inside the function leaves no transform level behind.

@@ -69,9 +69,10 @@ def _is_array_type(v: Any) -> bool:
 
 
 def _is_number_or_ndarray(v: Any) -> bool:
-    return isinstance(v, (np.ndarray, np.generic, int, float, complex)) and not isinstance(
-        v, (bool, np.bool_)
-    )
+    """A Python number or a numeric ndarray (or NumPy scalar); booleans are not."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        return v.dtype.kind in "fciu"
+    return isinstance(v, (int, float, complex)) and not isinstance(v, bool)
 
 
 def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
