@@ -97,6 +97,8 @@ def test_ravel_pytree_flattens_and_unravels() -> None:
     g_flat = grad(lambda v: mlp_loss(unravel(v), x, y))(flat)
     g_tree = grad(mlp_loss)(p, x, y)
     np.testing.assert_allclose(g_flat, ravel_pytree(g_tree)[0], rtol=1e-12)
+    with pytest.raises(TypeError, match="ravel_pytree: leaf 1 must be an array or a number"):
+        ravel_pytree([1.0, "text"])
     empty, unravel_empty = ravel_pytree({})
     assert empty.shape == (0,) and unravel_empty(empty) == {}
 
