@@ -190,6 +190,14 @@ class _Prepared:
             self._entries.append(self._detect(x, self.args))
         self._entry = self._entries[0]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the replay programs: they hold compiled code and are keyed by
+        this process's object ids. A loaded copy keeps the detected patterns and their
+        colourings, and records its programs again (``replay=True``)."""
+        state = self.__dict__.copy()
+        state["_programs"] = {}
+        return state
+
     # -- subclasses: the shape, the detection, the colouring and the compressed pass
     def _shape(self, out: Tensor) -> tuple[int, int]:
         raise NotImplementedError
