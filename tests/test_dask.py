@@ -10,6 +10,8 @@ functions the tasks call live in ``support.picklable``, which the workers import
 from __future__ import annotations
 
 import os
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +34,7 @@ X = RNG.standard_normal((N_SAMPLES, N_FEATURES))
 Y = (RNG.random(N_SAMPLES) < 0.5).astype(float)
 W_PARAM = np.array([0.4, -1.2, 0.7])
 POINTS = [np.linspace(-0.5, 1.2, 6) + 0.05 * k for k in range(12)]
+PAGE = Path(__file__).resolve().parent.parent / "docs" / "gpus_and_clusters.md"
 
 
 def per_sample_gradients(X_block: np.ndarray, y_block: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -69,7 +72,7 @@ def client() -> Any:
         processes=True,
         n_workers=2,
         threads_per_worker=1,
-        dashboard_address=None,
+        dashboard_address=":0",
         silence_logs=50,
     )
     c = distributed.Client(cluster)
@@ -138,3 +141,30 @@ def test_worker_processes_give_the_eager_results(client: Any) -> None:
     x = POINTS[-1]
     np.testing.assert_allclose(results["sparse.hessian"][-1][1].toarray(), pk.rosen_hess(x))
     np.testing.assert_allclose(results["lambda.grad"][-1][1], np.sin(x) + x * np.cos(x))
+
+
+def _section_examples() -> list[str]:
+    """The Python examples of the page's Dask section (``{code-block} python``: the
+    docs tests do not run them, since they need Dask and a cluster)."""
+    text = PAGE.read_text(encoding="utf-8")
+    section = text[text.index("## Clusters with Dask") :]
+    end = section.find("\n## ", 1)
+    section = section if end < 0 else section[:end]
+    return re.findall(r"^```\{code-block\} python\n(.*?)^```$", section, re.M | re.S)
+
+
+def test_the_docs_examples_run_on_the_cluster(client: Any) -> None:
+    blocks = _section_examples()
+    assert len(blocks) >= 5
+    # A script's namespace; the module's cluster stands in for the one the page starts
+    # (and closes, and restarts with another worker environment).
+    ns: dict = {"__name__": "__main__"}
+    ran = 0
+    for code in blocks:
+        if "LocalCluster(" in code or ".close()" in code:
+            continue
+        if "client" in code:
+            ns["client"] = client
+        exec(compile(code, str(PAGE), "exec"), ns)  # noqa: S102
+        ran += 1
+    assert ran >= 3 and "grads_remote" in ns and "remote" in ns
