@@ -107,6 +107,16 @@ def test_prepared_and_replayed_derivatives_under_delayed_threads() -> None:
         np.testing.assert_allclose(g, pk.rosen_grad(x), rtol=1e-12)
 
 
+def test_a_prepared_jacobian_with_two_paths_under_threads() -> None:
+    # Points on both branches of the function, in any order: each gets its own path's
+    # pattern (recorded and replayed per path), as in a loop.
+    J = fs.prepare_jacobian(pk.branchy, POINTS[0], replay=True)
+    points = [x if k % 2 else -x for k, x in enumerate(POINTS * 4)]
+    tasks = [dask.delayed(J)(x) for x in points]
+    for jac, x in zip(dask.compute(*tasks, scheduler="threads", num_workers=4), points):
+        np.testing.assert_allclose(jac.toarray(), pk.branchy_jac(x), rtol=1e-14)
+
+
 def test_worker_processes_give_the_eager_results(client: Any) -> None:
     pids = set(client.run(os.getpid).values())
     assert len(pids) == 2 and os.getpid() not in pids

@@ -270,3 +270,14 @@ def test_lambdas_and_closures_travel_with_cloudpickle() -> None:
         for x, result in zip(POINTS, before):
             np.testing.assert_allclose(result, truth(x), rtol=1e-12, err_msg=name)
             np.testing.assert_allclose(evaluate(loaded, x), result, rtol=1e-14, err_msg=name)
+
+
+@pytest.mark.parametrize("how", PICKLERS)
+def test_a_custom_root_solver_at_module_level_pickles(how: str) -> None:
+    loaded = _round_trip(pk.newton_sqrt, how)
+    assert loaded is pk.newton_sqrt  # by its name, as the function it wraps
+    c = fd.tensor(2.0, requires_grad=True)
+    x = loaded(1.0, c)
+    (dc,) = fd.grad(x, c)
+    assert x.item() == pytest.approx(np.sqrt(2.0), rel=1e-15)
+    assert dc.item() == pytest.approx(0.5 / np.sqrt(2.0), rel=1e-12)  # d sqrt(c) / dc

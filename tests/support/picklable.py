@@ -11,6 +11,7 @@ import numpy as np
 import scipy.optimize
 
 import funcdiff.replay as replay
+from funcdiff import optimize
 
 #: How often :func:`counted_residual` ran (a replayed program does not run it).
 CALLS = [0]
@@ -81,3 +82,16 @@ def logistic_gradients(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarra
 def replayed_rosen(x):
     """A decorated module-level function: pickled by its name, as functions are."""
     return rosen(x)
+
+
+def sqrt_condition(x, c):
+    return x * x - c
+
+
+@optimize.custom_root(sqrt_condition)
+def newton_sqrt(x0, c):
+    """``sqrt(c)`` by Newton's method; its derivative in ``c`` comes from the condition."""
+    x = float(x0)
+    for _ in range(60):
+        x = 0.5 * (x + float(c) / x)
+    return x
