@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import statistics
 import sys
 import time
@@ -106,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     batches = [seeds[i : i + args.batch] for i in range(0, len(seeds), args.batch)]
     expected = [float(abs(brusselator_jacobian(point(n, k))).sum(axis=1).max()) for k in seeds]
 
+    load_before = os.getloadavg()
     start = time.perf_counter()
     default = _cluster(None)
     tuned = _cluster(MALLOC_ENV)
@@ -199,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             "workers": WORKERS,
             "rounds": rounds,
             "cluster_start_s": startup,
+            # Other processes on the machine take cores from the workers and the loop alike.
+            "load_average_before_after": [load_before, os.getloadavg()],
             "malloc_env": MALLOC_ENV,
             "rows": rows,
         }

@@ -66,6 +66,10 @@ def _with_pid(fn: Any, x: np.ndarray) -> tuple[int, Any]:
     return os.getpid(), fn(x)
 
 
+def _sweep(fn: Any, xs: list) -> tuple[int, list, dict]:
+    return os.getpid(), [fn(x) for x in xs], fn.cache_info()
+
+
 @pytest.fixture(scope="module")
 def client() -> Any:
     cluster = distributed.LocalCluster(
@@ -151,6 +155,18 @@ def test_worker_processes_give_the_eager_results(client: Any) -> None:
     x = POINTS[-1]
     np.testing.assert_allclose(results["sparse.hessian"][-1][1].toarray(), pk.rosen_hess(x))
     np.testing.assert_allclose(results["lambda.grad"][-1][1], np.sin(x) + x * np.cos(x))
+
+
+def test_a_scattered_replayed_gradient_records_once_per_worker(client: Any) -> None:
+    [grad_remote] = client.scatter([replay.grad(pk.rosen)], broadcast=True)
+    batches = [POINTS[k : k + 3] for k in range(0, len(POINTS), 3)]
+    for _ in range(2):  # each worker keeps its copy from one compute to the next
+        tasks = [dask.delayed(_sweep)(grad_remote, b) for b in batches]
+        for (pid, grads, info), batch in zip(dask.compute(*tasks, scheduler=client), batches):
+            assert pid != os.getpid() and info["trace_count"] == 1
+            for g, x in zip(grads, batch):
+                np.testing.assert_allclose(g, pk.rosen_grad(x), rtol=1e-12)
+    assert info["replays"] >= 3  # the last task replayed every point of its batch
 
 
 def _section_examples() -> list[str]:
