@@ -21,6 +21,12 @@ interleaved rounds (a ratio is the median of the per-round ratios):
   ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc map and unmap every array over
   128 KiB afresh: each temporary of a derivative then faults in new pages).
 
+Each ratio is ``loop`` time over the column's, wall clock; in parentheses the tasks' CPU
+time over the loop's (the thread CPU time of the code computing the norms: 1.0 means the
+work costs as much in a task as in the loop). On a machine with other load, the
+wall-clock ratio measures the share of the cores the workers got; the CPU ratio does not
+depend on it.
+
 Rows: the prepared Jacobian evaluated eagerly (``replay=False``) and replayed
 (``replay=True``). Every norm is checked against the closed-form Jacobian first, and every
 scheduler's results against the loop's.
@@ -59,9 +65,12 @@ def point(n: int, seed: int) -> Any:
     return y0 * (1.0 + 0.05 * np.random.default_rng(seed).standard_normal(y0.size))
 
 
-def norms(J: Any, n: int, seeds: list[int]) -> list[float]:
-    """The infinity norm of the Jacobian at each point (one task's work)."""
-    return [float(abs(J(point(n, k))).sum(axis=1).max()) for k in seeds]
+def norms(J: Any, n: int, seeds: list[int]) -> tuple[list[float], float]:
+    """The infinity norm of the Jacobian at each point (one task's work), and the CPU
+    seconds of the thread that computed them."""
+    start = time.thread_time()
+    values = [float(abs(J(point(n, k))).sum(axis=1).max()) for k in seeds]
+    return values, time.thread_time() - start
 
 
 def _cluster(extra_env: dict | None) -> tuple[Any, Any]:
@@ -131,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
             [scattered[name]] = client.scatter([J], broadcast=True)
             first[name] = time.perf_counter() - t0
 
-        def run(name: str, J: Any = J, scattered: dict = scattered) -> list[float]:
+        def run(name: str, J: Any = J, scattered: dict = scattered) -> tuple[list, float]:
+            """The norms at every point and the CPU seconds the tasks took."""
             if name == "loop":
                 return norms(J, n, seeds)
             if name == "threads":
@@ -140,29 +150,35 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 tasks = [dask.delayed(norms)(scattered[name], n, b) for b in batches]
                 out = dask.compute(*tasks, scheduler=clients[name])
-            return [v for chunk in out for v in chunk]
+            return [v for values, _ in out for v in values], sum(cpu for _, cpu in out)
 
         cells = ("loop", "threads", "processes", "processes, malloc")
         checked = {}
         for name in cells:  # the check doubles as the warm-up (the workers record here)
             t0 = time.perf_counter()
-            got = run(name)
+            got = run(name)[0]
             if name in first:
                 first[name] += time.perf_counter() - t0
             checked[name] = bool(np.allclose(got, expected, rtol=1e-12)) and (
-                name == "loop" or got == run("loop")
+                name == "loop" or got == run("loop")[0]
             )
         ok = all(checked.values())
         ok_all &= ok
         seconds: dict[str, list[float]] = {name: [] for name in cells}
+        cpu: dict[str, list[float]] = {name: [] for name in cells}
         for _ in range(rounds):
             for name in cells:
                 t0 = time.perf_counter()
-                run(name)
+                cpu[name].append(run(name)[1])
                 seconds[name].append(time.perf_counter() - t0)
         speedup = {
             name: statistics.median(a / b for a, b in zip(seconds["loop"], seconds[name]))
             for name in cells
+        }
+        # The tasks' CPU time over the loop's: the cost of running the same work as tasks
+        # (1.0: none), which, unlike the wall-clock ratio, other load does not change much.
+        cpu_ratio = {
+            name: statistics.median(b / a for a, b in zip(cpu["loop"], cpu[name])) for name in cells
         }
         row = {
             "replay": replay,
@@ -170,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             "per_point_loop_s": statistics.median(seconds["loop"]) / len(seeds),
             "seconds": {k: statistics.median(v) for k, v in seconds.items()},
             "loop_over": speedup,
+            "task_cpu_seconds": {k: statistics.median(v) for k, v in cpu.items()},
+            "task_cpu_over_loop_cpu": cpu_ratio,
             "first_sweep_s": first,
         }
         rows.append(row)
@@ -177,7 +195,11 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{label} {'ok' if ok else 'WRONG':5} "
             f"loop {row['per_point_loop_s'] * 1e3:.2f} ms/point  "
-            + "  ".join(f"loop/{k} {v:.2f}" for k, v in speedup.items() if k != "loop"),
+            + "  ".join(
+                f"loop/{k} {v:.2f} (cpu {cpu_ratio[k]:.2f})"
+                for k, v in speedup.items()
+                if k != "loop"
+            ),
             flush=True,
         )
     for cluster, client in (default, tuned):
