@@ -74,14 +74,18 @@ def norms(J: Any, n: int, seeds: list[int]) -> tuple[list[float], float]:
 
 
 def _cluster(extra_env: dict | None) -> tuple[Any, Any]:
-    import dask
+    """A local cluster whose workers start with ``extra_env`` in their environment.
+
+    distributed's nanny sets ``MALLOC_TRIM_THRESHOLD_`` in this process's environment
+    before it spawns a worker, and a value already there wins over its configuration:
+    so the variables are set here, for the spawn, and restored after.
+    """
     import distributed
 
-    config = {}
-    if extra_env:
-        environ = dict(dask.config.get("distributed.nanny.pre-spawn-environ"))
-        config["distributed.nanny.pre-spawn-environ"] = {**environ, **extra_env}
-    with dask.config.set(config):
+    extra = {k: str(v) for k, v in (extra_env or {}).items()}
+    saved = {k: os.environ.get(k) for k in extra}
+    os.environ.update(extra)
+    try:
         cluster = distributed.LocalCluster(
             processes=True,
             n_workers=WORKERS,
@@ -89,7 +93,17 @@ def _cluster(extra_env: dict | None) -> tuple[Any, Any]:
             dashboard_address=":0",
             silence_logs=50,
         )
-    return cluster, distributed.Client(cluster)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    client = distributed.Client(cluster)
+    seen = client.run(lambda: {k: os.environ.get(k) for k in extra})
+    if any(got != extra for got in seen.values()):
+        raise RuntimeError(f"the workers started with {seen}, not {extra}")
+    return cluster, client
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
             "loop_over": speedup,
             "task_cpu_seconds": {k: statistics.median(v) for k, v in cpu.items()},
             "task_cpu_over_loop_cpu": cpu_ratio,
+            "per_round": {"seconds": seconds, "task_cpu_seconds": cpu},
             "first_sweep_s": first,
         }
         rows.append(row)
