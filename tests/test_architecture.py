@@ -47,6 +47,7 @@ LAYERS = (
         "funcdiff.sparse",
         "funcdiff.replay",
         "funcdiff.integrate",
+        "funcdiff.func",
     ),
     ("funcdiff.check", "funcdiff.optimize", "funcdiff.testing"),
     ("funcdiff.cli", "funcdiff.__main__", "funcdiff"),
