@@ -329,3 +329,23 @@ def test_creation_casts_and_checks_on_the_device():
         fd.grad(t * 2.0, t, np.ones(2, dtype=np.int64))
     t.grad = StrictArray(np.array([3.0, 4.0]))
     assert type(t.grad.data) is StrictArray
+
+
+@pytest.mark.parametrize(
+    "name", ["grad", "grad_and_value", "hessian", "jacrev", "jacfwd", "jvp", "vjp", "linearize"]
+)
+def test_func_transforms_keep_the_type(name):
+    import funcdiff.func as ff
+
+    a, v = RNG.standard_normal(4), RNG.standard_normal(4)
+    calls = {
+        "grad": lambda x, v: ff.grad(_f)(x),
+        "grad_and_value": lambda x, v: ff.grad_and_value(_f)(x),
+        "hessian": lambda x, v: ff.hessian(_f)(x),
+        "jacrev": lambda x, v: ff.jacrev(_g)(x),
+        "jacfwd": lambda x, v: ff.jacfwd(_g)(x),
+        "jvp": lambda x, v: ff.jvp(_g, (x,), (v,)),
+        "vjp": lambda x, v: ff.vjp(_g, x)[1](v),
+        "linearize": lambda x, v: ff.linearize(_g, x)[1](v),
+    }
+    _assert_same(calls[name](a, v), calls[name](StrictArray(a.copy()), StrictArray(v.copy())))

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import check_same_kind, zeros
 from funcdiff._core.tensor import Tensor, gradient_edge, wrap
 from funcdiff._functional_args import check_callable
 from funcdiff.autograd import grad as autograd_grad
@@ -55,6 +56,7 @@ def _as_seed(v: Any, like: Any, graph: bool) -> Any:
         return v if graph else v.data
     dtype = like.dtype if isinstance(like, (Tensor, np.ndarray)) else np.dtype(np.float64)
     dtype = dtype if dtype.kind in "fc" else np.dtype(np.float64)
+    check_same_kind("a cotangent or tangent", (v, getattr(like, "data", like)))
     if _is_number_or_ndarray(v):
         arr = np.asarray(v, dtype=dtype)
     else:  # another array type (a batched value of vmap): converted by its own method
@@ -161,7 +163,8 @@ def _push(prepared: Prepared, outs: list[Any], tangents: list[Any], graph: bool)
         p = by_id.get(id(o))
         if p is None:
             dtype = o.dtype if isinstance(o, (Tensor, np.ndarray)) else np.dtype(np.float64)
-            result.append(np.zeros(np.shape(o), dtype if dtype.kind in "fc" else np.float64))
+            dtype = dtype if dtype.kind in "fc" else np.float64
+            result.append(zeros(np.shape(o), dtype, getattr(o, "data", o)))
         elif graph:
             result.append(prepared.finish(p, graph))
         elif isinstance(p, np.ndarray) and (id(p) in given or not p.flags.writeable):

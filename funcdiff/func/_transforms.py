@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import is_foreign, zeros
 from funcdiff._core.graph import SEQUENCE, AccumulateGrad, Node
 from funcdiff._core.tensor import Tensor, gradient_edge, tensor, wrap
 from funcdiff._functional_args import check_argnums, check_callable, check_choice, check_chunk_size
@@ -105,7 +106,7 @@ def _leaf_tensor(x: Any, where: str, copy: bool = True) -> tuple[Tensor, bool]:
         if x.requires_grad:
             return x.reshape(x.shape), True
         data = x.data
-    elif isinstance(x, np.ndarray):
+    elif isinstance(x, np.ndarray) or is_foreign(x):  # a device array (CuPy) keeps its type
         data = x
     elif isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_)):
         data = np.asarray(x)
@@ -267,7 +268,7 @@ def keep_graph(prepared: Prepared, outputs: Sequence[Any], nested: bool, aux: An
 
 def zeros_like_leaf(t: Tensor, lead: tuple[int, ...] = ()) -> np.ndarray:
     """The zero derivative of a leaf (after ``lead`` axes), in its dtype."""
-    return np.zeros(lead + t.shape, dtype=t.dtype)
+    return zeros(lead + t.shape, t.dtype, t.data)
 
 
 def _check_scalar(output: Any, name: str) -> None:
