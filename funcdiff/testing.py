@@ -31,9 +31,10 @@ import numpy as np
 
 from funcdiff._core.registry import Rule
 from funcdiff._core.structured import BasisBatch
-from funcdiff._core.tensor import Tensor, tensor
+from funcdiff._core.tensor import Tensor, gradient_edge, tensor
 from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
+from funcdiff.autograd.forward import push_forward
 from funcdiff.ops import dispatch as _ops
 from funcdiff.rules.cases import Arg, Case
 
@@ -379,6 +380,33 @@ def check_rule_case(
         fd = (plus[k] - minus[k]) / (2 * step)
         if not _close(hv[k], fd, max(case.atol, 1e-5), max(case.rtol, 1e-4)):
             failures.append(f"second order, input {k}: {_describe(hv[k], fd)}")
+
+    # Reverse over forward: the tangents pushed with create_graph from a direction that
+    # is itself a Tensor, then differentiated. d/dx <J(x) v, w> is H_w v as above and
+    # d/dv <J(x) v, w> is J^T w: every tangent map must record differentiable operations
+    # (forward over reverse of a composite pushes Tensor tangents through them).
+    inputs = values(True, x0)
+    seeds_v: list[Tensor] = [tensor(v, requires_grad=True) for v in direction]
+    pushed = push_forward(
+        f(*inputs), {gradient_edge(t): d for t, d in zip(inputs, seeds_v)}, create_graph=True
+    )
+    tangent_roots = [
+        (t, w) for t, w in zip(pushed, weights) if isinstance(t, Tensor) and t.requires_grad
+    ]
+    rof_expected = [*hv, *(np.asarray(g.data) for g in grads)]
+    if not tangent_roots:
+        if any(np.any(e != 0) for e in rof_expected):
+            failures.append("reverse over forward: the tangents do not depend on the direction")
+    else:
+        rof_grads = _grads(
+            [t for t, _ in tangent_roots],
+            [*inputs, *seeds_v],
+            grad_outputs=[w for _, w in tangent_roots],
+        )
+        for k, (r, e) in enumerate(zip(rof_grads, rof_expected)):
+            rof_value = np.asarray(r.data)
+            if not _close(rof_value, e, max(case.atol, 1e-9), max(case.rtol, 1e-8)):
+                failures.append(f"reverse over forward, input {k}: {_describe(rof_value, e)}")
 
     # Batched second order: a batch of directions through the recorded backward pass.
     if live:
