@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 import funcdiff as fd
@@ -105,3 +106,92 @@ def test_gradcheck_forward_ad_agrees_with_torch_on_a_wrong_jvp() -> None:
         assert not check(
             fn, (arg,), check_forward_ad=True, check_backward_ad=False, raise_exception=False
         )
+
+
+# ---------------------------------------------------------------- put_along_axis
+_A = np.arange(12.0).reshape(3, 4) / 7.0
+_IDX = np.array([[1], [3], [0]])
+_V = np.array([[1.5], [-2.0], [0.25]])
+_W = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+
+
+def _put_loss(a: Any, v: Any) -> Any:
+    b = a * 1.0
+    np.put_along_axis(b, _IDX, v, axis=1)
+    return np.sum(np.sin(b) * _W)
+
+
+def test_put_along_axis_gradients_equal_torch_scatter() -> None:
+    torch = _torch()
+    a = fd.tensor(_A, requires_grad=True)
+    v = fd.tensor(_V, requires_grad=True)
+    _put_loss(a, v).backward()
+    ta = torch.tensor(_A, requires_grad=True)
+    tv = torch.tensor(_V, requires_grad=True)
+    tb = ta * 1.0
+    tb.scatter_(1, torch.tensor(_IDX), tv)
+    (torch.sin(tb) * torch.tensor(_W)).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(v.grad.numpy(), tv.grad.numpy(), rtol=1e-13, atol=1e-15)
+
+
+def test_put_along_axis_against_closed_form_and_differences() -> None:
+    a = fd.tensor(_A, requires_grad=True)
+    v = fd.tensor(_V, requires_grad=True)
+    _put_loss(a, v).backward()
+    written = np.zeros_like(_A, dtype=bool)
+    np.put_along_axis(written, _IDX, True, axis=1)
+    b = _A.copy()
+    np.put_along_axis(b, _IDX, _V, axis=1)
+    # d/da: W cos(b) where a survives, 0 where it was overwritten; d/dv: W cos(v) there.
+    np.testing.assert_allclose(a.grad.numpy(), np.where(written, 0.0, _W * np.cos(b)))
+    expected_v = np.take_along_axis(_W * np.cos(b), _IDX, axis=1)
+    np.testing.assert_allclose(v.grad.numpy(), expected_v)
+    # Second order, flat indexing (axis=None), against central differences of the gradient.
+    flat = np.array([5, -1, 2])
+
+    def loss(a: Any, v: Any) -> Any:
+        b = a * 1.0
+        np.put_along_axis(b, flat, v**2, axis=None)
+        return np.sum(b**3 * _W)
+
+    x = fd.tensor(_A, requires_grad=True)
+    y0 = np.array([0.3, -0.7, 1.1])
+    y = fd.tensor(y0, requires_grad=True)
+    (gy,) = fd.grad(loss(x, y), y, create_graph=True)
+    (hyy,) = fd.grad(np.sum(gy), y)
+    eps = 1e-6
+
+    def grad_at(yv: np.ndarray) -> np.ndarray:
+        t = fd.tensor(yv, requires_grad=True)
+        return fd.grad(loss(fd.tensor(_A), t), t)[0].numpy()
+
+    for k in range(3):
+        step = np.zeros(3)
+        step[k] = eps
+        fd_k = np.sum((grad_at(y0 + step) - grad_at(y0 - step)) / (2 * eps))
+        np.testing.assert_allclose(hyy.numpy()[k], fd_k, rtol=1e-6, atol=1e-8)
+
+
+def test_put_along_axis_on_leaves_and_plain_arrays() -> None:
+    # Into a Tensor that does not require grad: the gradient reaches values.
+    target = fd.tensor(np.zeros((2, 3)))
+    v = fd.tensor(np.array([[2.0], [3.0]]), requires_grad=True)
+    np.put_along_axis(target, np.array([[2], [0]]), v, axis=1)
+    assert target.requires_grad
+    np.sum(target * np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])).backward()
+    np.testing.assert_array_equal(v.grad.numpy(), [[3.0], [4.0]])
+    # Into a leaf that requires grad: torch's error.
+    leaf = fd.tensor(np.zeros((2, 3)), requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        np.put_along_axis(leaf, np.array([[0], [1]]), 1.0, axis=1)
+    # Into an ndarray, values requiring grad: refused by name, the ndarray unchanged.
+    plain = np.zeros((2, 3))
+    with pytest.raises(RuntimeError, match="arr is an ndarray"):
+        np.put_along_axis(plain, np.array([[0], [1]]), v, axis=1)
+    assert not plain.any()
+    # ... and without grad it is NumPy's write.
+    np.put_along_axis(plain, np.array([[0], [1]]), v.detach(), axis=1)
+    np.testing.assert_array_equal(plain, [[2.0, 0, 0], [0, 3.0, 0]])
+    with pytest.raises(IndexError, match="integer array"):
+        np.put_along_axis(fd.tensor(np.zeros(3)), np.array([0.5]), 1.0, axis=0)
