@@ -195,3 +195,58 @@ def test_put_along_axis_on_leaves_and_plain_arrays() -> None:
     np.testing.assert_array_equal(plain, [[2.0, 0, 0], [0, 3.0, 0]])
     with pytest.raises(IndexError, match="integer array"):
         np.put_along_axis(fd.tensor(np.zeros(3)), np.array([0.5]), 1.0, axis=0)
+
+
+# ---------------------------------------------------------------- real and imag views
+_Z = np.array([1 + 2j, 3 - 1j, -0.5 + 0.25j])
+_Y = np.array([0.3, -0.2, 0.7])
+_C = np.array([1.0, 2.0, -1.5])
+
+
+def _through_part(np_part: Any, z: Any, y: Any) -> tuple[Any, Any]:
+    w = z * 1.0
+    v = np_part(w)
+    v += y * y
+    v[1:] *= 3.0
+    return w, np.sum(np.abs(w) ** 2 * _C) + np.sum(v * _C)
+
+
+@pytest.mark.parametrize("part", ["real", "imag"])
+def test_inplace_through_real_and_imag_views_equals_torch(part: str) -> None:
+    torch = _torch()
+    z = fd.tensor(_Z, requires_grad=True)
+    y = fd.tensor(_Y, requires_grad=True)
+    w, loss = _through_part(getattr(np, part), z, y)
+    loss.backward()
+    tz = torch.tensor(_Z, requires_grad=True)
+    ty = torch.tensor(_Y, requires_grad=True)
+    tw = tz * 1.0
+    tv = getattr(tw, part)
+    tv += ty * ty
+    tv[1:] *= 3.0
+    ((tw.abs() ** 2 * torch.tensor(_C)).sum() + (tv * torch.tensor(_C)).sum()).backward()
+    np.testing.assert_allclose(w.detach().numpy(), tw.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(z.grad.numpy(), tz.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-13)
+
+
+def test_imag_is_a_view_of_its_complex_input() -> None:
+    # The closed form: w = z + i y**2 on the imaginary parts, then 3x on entries 1:.
+    z = fd.tensor(_Z, requires_grad=True)
+    y = fd.tensor(_Y, requires_grad=True)
+    w, loss = _through_part(np.imag, z, y)
+    scale = np.array([1.0, 3.0, 3.0])
+    expected = _Z.real + 1j * scale * (_Z.imag + _Y**2)
+    np.testing.assert_allclose(w.detach().numpy(), expected)
+    loss.backward()
+    # d loss / d y = (2 Im w * C + C) * scale * 2 y
+    np.testing.assert_allclose(y.grad.numpy(), (2 * expected.imag * _C + _C) * scale * 2 * _Y)
+    # Without grad, as NumPy: the write changes the base.
+    plain = fd.tensor(_Z.copy())
+    im = np.imag(plain)
+    im += 1.0
+    np.testing.assert_array_equal(plain.numpy(), _Z + 1j)
+    # A real input's imaginary part is zeros of its own (NumPy's is read-only).
+    zeros = np.imag(fd.tensor(_Y))
+    zeros += 1.0
+    np.testing.assert_array_equal(zeros.numpy(), np.ones(3))
