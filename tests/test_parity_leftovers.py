@@ -250,3 +250,32 @@ def test_imag_is_a_view_of_its_complex_input() -> None:
     zeros = np.imag(fd.tensor(_Y))
     zeros += 1.0
     np.testing.assert_array_equal(zeros.numpy(), np.ones(3))
+
+
+# ---------------------------------------------------------------- NumPy's scalar types
+def test_hips_autograd_dtypes_test_passes_with_funcdiff_numpy() -> None:
+    """HIPS autograd's ``test_wrappers.py::test_dtypes``, ported by its import (``grad``
+    is ``vjp(f, y)[1]``): the gradient keeps the input's type, NumPy's own."""
+    import funcdiff.numpy as fnp
+    from funcdiff.functional import vjp
+
+    assert fnp.float32 is np.float32 and fnp.float16 is np.float16
+    assert fnp.longdouble is np.longdouble and fnp.double is np.float64
+
+    def f(x: Any) -> Any:
+        return fnp.real(fnp.sum(x**2))
+
+    rng = np.random.default_rng(0)
+    for dtype in (fnp.float32, fnp.float16):
+        y = rng.standard_normal((10, 10)).astype(dtype)
+        g = vjp(f, y)[1]
+        assert g.dtype.type is dtype
+        np.testing.assert_allclose(g.data, 2 * y, rtol=1e-3)
+    for dtype in (fnp.longdouble, fnp.clongdouble):
+        y = rng.standard_normal((10, 10)).astype(dtype)
+        vjp(f, y)
+    # Integer types stay Tensor-aware, as HIPS autograd wraps them: a constant cast.
+    t = fd.tensor([1.7, -2.2], requires_grad=True)
+    n = fnp.int64(t)
+    assert not n.requires_grad and n.dtype.type is np.int64
+    np.testing.assert_array_equal(n.data, [1, -2])

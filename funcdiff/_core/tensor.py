@@ -496,7 +496,8 @@ class Tensor:
             how = (
                 "A NumPy or SciPy function without a funcdiff rule was probably called on it, "
                 "or it was stored into a plain ndarray (out[...] = t; make out with "
-                "np.zeros_like(x) instead). " + NUMPY_CONSTRUCTION_HINT
+                "np.zeros_like(x) instead), or cast with a NumPy scalar type (np.float64(t); "
+                "t.astype(np.float64) records). " + NUMPY_CONSTRUCTION_HINT
             )
             if caller is not None:
                 how = (
