@@ -279,3 +279,90 @@ def test_hips_autograd_dtypes_test_passes_with_funcdiff_numpy() -> None:
     n = fnp.int64(t)
     assert not n.requires_grad and n.dtype.type is np.int64
     np.testing.assert_array_equal(n.data, [1, -2])
+
+
+# ---------------------------------------------------------------- tangents under no_grad
+_X = np.array([0.4, 1.3, -0.8])
+_T = np.array([1.0, 0.5, -2.0])
+
+
+def _no_grad_program(lib: Any, ad: Any, primal: Any, tangent: Any, w: Any) -> list:
+    """Tangents of values computed under no_grad, inside a dual level: elementwise,
+    a reduction, matmul, solve, values mixed with a non-dual Tensor, enable_grad inside
+    no_grad, and a use after the no_grad block."""
+    sin, sum_, solve = lib
+    out = []
+    with ad.dual_level():
+        d = ad.make_dual(primal, tangent)
+        with ad.no_grad():
+            a = sin(d) * 2.0
+            b = sum_(d * d)
+            m = d[:, None] * d[None, :] + 3.0 * ad.eye
+            c = m @ d
+            s = solve(m, d)
+            mixed = sin(d) * w
+            with ad.enable_grad():
+                e = a * a
+        after = a * 3.0
+        for v in (a, b, c, s, mixed, e, after):
+            out.append(np.asarray(ad.tangent(v)))
+    return out
+
+
+def test_tangents_flow_under_no_grad_as_torchs() -> None:
+    import types
+
+    import funcdiff.autograd.forward_ad as fwAD
+
+    torch = _torch()
+    import torch.autograd.forward_ad as tAD
+
+    ours = types.SimpleNamespace(
+        dual_level=fwAD.dual_level,
+        make_dual=fwAD.make_dual,
+        no_grad=fd.no_grad,
+        enable_grad=fd.enable_grad,
+        eye=np.eye(3),
+        tangent=lambda v: fwAD.unpack_dual(v).tangent.numpy(),
+    )
+    theirs = types.SimpleNamespace(
+        dual_level=tAD.dual_level,
+        make_dual=tAD.make_dual,
+        no_grad=torch.no_grad,
+        enable_grad=torch.enable_grad,
+        eye=torch.eye(3, dtype=torch.float64),
+        tangent=lambda v: tAD.unpack_dual(v).tangent.numpy(),
+    )
+    w = fd.tensor(_X[::-1].copy(), requires_grad=True)
+    tw = torch.tensor(_X[::-1].copy(), requires_grad=True)
+    got = _no_grad_program((np.sin, np.sum, np.linalg.solve), ours, fd.tensor(_X), fd.tensor(_T), w)
+    want = _no_grad_program(
+        (torch.sin, torch.sum, torch.linalg.solve), theirs, torch.tensor(_X), torch.tensor(_T), tw
+    )
+    for g, e in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-12, atol=1e-14)
+
+
+def test_no_grad_results_keep_no_reverse_history() -> None:
+    import funcdiff.autograd.forward_ad as fwAD
+
+    x = fd.tensor(_X, requires_grad=True)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x, fd.tensor(_T))
+        with fd.no_grad():
+            z = np.sin(d) * x
+        # The tangent: cos(x) t x, with x a constant under no_grad.
+        np.testing.assert_allclose(fwAD.unpack_dual(z).tangent.numpy(), np.cos(_X) * _T * _X)
+        y = np.sum(d * d)  # recorded as usual: reverse mode reaches x through d only
+        (gx,) = fd.grad(y + np.sum(z), x, allow_unused=True)
+        np.testing.assert_allclose(gx.numpy(), 2 * _X)
+        with fd.inference_mode():  # nothing is recorded there: no tangent, as torch
+            assert fwAD.unpack_dual(np.sin(d)).tangent is None
+    assert fwAD.unpack_dual(z).tangent is None  # the level ended
+    # A level entered under no_grad carries tangents from its start.
+    with fd.no_grad(), fwAD.dual_level():
+        d = fwAD.make_dual(fd.tensor(_X), fd.tensor(_T))
+        np.testing.assert_allclose(fwAD.unpack_dual(np.exp(d)).tangent.numpy(), np.exp(_X) * _T)
+    # Outside a dual level no_grad records nothing, as before.
+    with fd.no_grad():
+        assert not (x * 2.0).requires_grad
