@@ -366,3 +366,16 @@ def test_no_grad_results_keep_no_reverse_history() -> None:
     # Outside a dual level no_grad records nothing, as before.
     with fd.no_grad():
         assert not (x * 2.0).requires_grad
+
+
+def test_custom_function_tangent_under_no_grad_uses_its_jvp() -> None:
+    import funcdiff.autograd.forward_ad as fwAD
+
+    calls: list[int] = []
+    cube = _cube(3.0, calls)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(fd.tensor(_X), fd.tensor(_T))
+        with fd.no_grad():
+            y = cube.apply(d) * 2.0
+        np.testing.assert_allclose(fwAD.unpack_dual(y).tangent.numpy(), 6.0 * _X**2 * _T)
+    assert calls

@@ -32,7 +32,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
@@ -229,6 +229,16 @@ class _NoGradTangents(tracing.BaseTracer):
         self.busy = False
 
     def process(self, rule: Rule, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        if rule.impl is None and _key(rule) is None:
+            return NotImplemented
+        return self._rerun(lambda a, k: _run(rule, a, k), args, kwargs)
+
+    def function_call(self, cls: Any, args: Sequence[Any]) -> Any:
+        """A custom Function's ``apply`` under no_grad: rerun on fresh duals (its
+        ``jvp``, or its transposed backward, gives the tangent)."""
+        return self._rerun(lambda a, k: cls.apply(*a), args, {})
+
+    def _rerun(self, run: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
         if self.busy or grad_mode.thread_state.grad_enabled:
             return NotImplemented
         found = [
@@ -251,7 +261,7 @@ class _NoGradTangents(tracing.BaseTracer):
                 swap[id(t)] = wrap(t.data, False, None, 0)
                 continue
             fresh, node = _dual(t, False)
-            self.level.fresh[node] = tangent
+            self.level.fresh[node] = wrap(np.asarray(tangent), False, None, 0)
             swap[id(t)] = fresh
 
         def sub(a: Any) -> Any:
@@ -265,7 +275,7 @@ class _NoGradTangents(tracing.BaseTracer):
         state = grad_mode.thread_state
         state.grad_enabled = True
         try:
-            return _run(rule, [sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()})
+            return run([sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()})
         finally:
             state.grad_enabled = False
             self.busy = False
@@ -274,19 +284,24 @@ class _NoGradTangents(tracing.BaseTracer):
 _KEYS: dict[int, tuple[str, Any]] = {}
 
 
-def _run(rule: Rule, args: list, kwargs: dict[str, Any]) -> Any:
-    """Run ``rule`` on Tensors through the dispatch that called it (recorded)."""
-    if rule.impl is not None:
-        return rule.impl(*args, **kwargs)
+def _key(rule: Rule) -> tuple[str, Any] | None:
+    """Where ``rule`` is registered: ``("ufunc" | "function" | "named", key)``."""
     key = _KEYS.get(id(rule))
-    if key is None:
+    if key is None:  # a rule registered since (lazily loaded modules): look again
         for kind, table in (("ufunc", UFUNC_RULES), ("function", FUNCTION_RULES)):
             for k, r in table.items():
                 _KEYS.setdefault(id(r), (kind, k))
         for k, r in NAMED_RULES.items():
             _KEYS.setdefault(id(r), ("named", k))
-        key = _KEYS[id(rule)]
-    kind, k = key
+        key = _KEYS.get(id(rule))
+    return key
+
+
+def _run(rule: Rule, args: list, kwargs: dict[str, Any]) -> Any:
+    """Run ``rule`` on Tensors through the dispatch that called it (recorded)."""
+    if rule.impl is not None:
+        return rule.impl(*args, **kwargs)
+    kind, k = cast(tuple, _key(rule))
     if kind == "ufunc":
         return k(*args, **kwargs)
     if kind == "function":
@@ -303,7 +318,8 @@ def _run(rule: Rule, args: list, kwargs: dict[str, Any]) -> Any:
 
 
 class _Installed(threading.local):
-    # This thread's installed _NoGradTangents, as the context manager that installed it.
+    # This thread's installed _NoGradTangents, and the context manager that installed it.
+    tracer: _NoGradTangents | None = None
     manager: Any = None
 
 
@@ -314,12 +330,16 @@ def _follow_grad_mode() -> None:
     """Install the no_grad tracer while grad is off (not inference mode) in a dual level,
     unless another transform traces this thread; remove it otherwise."""
     state = grad_mode.thread_state
+    tracer = _installed.tracer
+    if tracer is not None and tracer.busy and _levels:
+        return  # its own rerun switches modes (a Function's forward runs under no_grad)
     wanted = bool(_levels) and not state.grad_enabled and not state.inference
     manager = _installed.manager
     if wanted and manager is None and not tracing.is_watched():
-        manager = tracing.installed(_NoGradTangents(_levels[-1]))
+        tracer = _NoGradTangents(_levels[-1])
+        manager = tracing.installed(tracer)
         manager.__enter__()
-        _installed.manager = manager
+        _installed.tracer, _installed.manager = tracer, manager
     elif not wanted and manager is not None:
-        _installed.manager = None
+        _installed.tracer = _installed.manager = None
         manager.__exit__(None, None, None)
