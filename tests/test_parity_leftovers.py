@@ -22,11 +22,12 @@ def _torch() -> Any:
 
 
 # ---------------------------------------------------------------- gradcheck uses jvp
-def _cube(jvp_factor: float | None, calls: list[int]) -> type:
-    """``x**3`` as a custom Function; a jvp ``jvp_factor * x**2 * t`` when given (3 is
-    right, anything else wrong), none otherwise."""
+def _cube(jvp_factor: float | None, calls: list[int], base: Any = fd.autograd.Function) -> Any:
+    """``x**3`` as a custom Function of ``base`` (funcdiff's, or torch's); a jvp
+    ``jvp_factor * x**2 * t`` when given (3 is right, anything else wrong), none
+    otherwise."""
 
-    class Cube(fd.autograd.Function):
+    class Cube(base):
         @staticmethod
         def forward(x):
             return x**3
@@ -34,6 +35,8 @@ def _cube(jvp_factor: float | None, calls: list[int]) -> type:
         @staticmethod
         def setup_context(ctx, inputs, output):
             ctx.save_for_backward(inputs[0])
+            if hasattr(ctx, "save_for_forward"):  # torch's jvp reads only what this saves
+                ctx.save_for_forward(inputs[0])
 
         @staticmethod
         def backward(ctx, g):
@@ -47,7 +50,7 @@ def _cube(jvp_factor: float | None, calls: list[int]) -> type:
             (x,) = ctx.saved_tensors
             return jvp_factor * x**2 * t
 
-        Cube.jvp = staticmethod(jvp)  # type: ignore[attr-defined]
+        Cube.jvp = staticmethod(jvp)
     return Cube
 
 
@@ -75,36 +78,16 @@ def test_gradcheck_forward_ad_uses_the_functions_jvp(fast_mode: bool) -> None:
 
 def test_gradcheck_forward_ad_agrees_with_torch_on_a_wrong_jvp() -> None:
     torch = _torch()
-
-    class TorchCube(torch.autograd.Function):
-        @staticmethod
-        def forward(x):
-            return x**3
-
-        @staticmethod
-        def setup_context(ctx, inputs, output):
-            ctx.save_for_backward(inputs[0])
-            ctx.save_for_forward(inputs[0])
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 3.0 * x**2 * g
-
-        @staticmethod
-        def jvp(ctx, t):
-            (x,) = ctx.saved_tensors
-            return 2.0 * x**2 * t
-
     values = [0.5, -1.2, 2.0]
-    tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
-    x = fd.tensor(values, requires_grad=True)
-    for check in (torch.autograd.gradcheck, fd.gradcheck):
-        fn = TorchCube.apply if check is torch.autograd.gradcheck else _cube(2.0, []).apply
-        arg = tx if check is torch.autograd.gradcheck else x
-        assert check(fn, (arg,), check_forward_ad=False)
+    for check, base, x in (
+        (torch.autograd.gradcheck, torch.autograd.Function, torch.tensor(values).double()),
+        (fd.gradcheck, fd.autograd.Function, fd.tensor(values)),
+    ):
+        x.requires_grad_(True)
+        fn = _cube(2.0, [], base).apply
+        assert check(fn, (x,), check_forward_ad=False)
         assert not check(
-            fn, (arg,), check_forward_ad=True, check_backward_ad=False, raise_exception=False
+            fn, (x,), check_forward_ad=True, check_backward_ad=False, raise_exception=False
         )
 
 
