@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -117,11 +117,20 @@ def _outputs(result: Any, case: Case, kinds: str = "f") -> tuple:
     )
 
 
-def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequence[Any]) -> Any:
+def call_case(
+    rule: Rule,
+    args: list,
+    slots: list,
+    kwargs: dict,
+    values: Sequence[Any],
+    writes: int | None = None,
+) -> Any:
     """Run ``rule`` through funcdiff on a materialised case with ``values`` in its slots.
 
     ``args``, ``slots`` and ``kwargs`` come from :func:`materialize_case`; ``values``
-    holds one entry per slot (arrays or Tensors). Returns the rule's raw result.
+    holds one entry per slot (arrays or Tensors). Returns the rule's raw result, or,
+    for an in-place operation (``writes``, from :attr:`Case.writes`), the argument it
+    wrote into: a copy of the one given (recorded for a Tensor, so never a leaf).
     """
     call_args = [list(a) if isinstance(a, list) else a for a in args]
     call_kwargs = dict(kwargs)
@@ -132,7 +141,12 @@ def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequenc
             call_args[i] = v
         else:
             call_args[i][j] = v
-    return _ops.call(rule, tuple(call_args), call_kwargs)
+    if writes is None:
+        return _ops.call(rule, tuple(call_args), call_kwargs)
+    target = call_args[writes]
+    call_args[writes] = np.copy(target) if isinstance(target, Tensor) else np.array(target)
+    _ops.call(rule, tuple(call_args), call_kwargs)
+    return call_args[writes]
 
 
 def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Callable, list]:
@@ -153,7 +167,7 @@ def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Calla
         for shape, size in zip(shapes, sizes):
             values.append(x[start : start + size].reshape(shape))
             start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
+        outs = _outputs(call_case(rule, args, slots, kwargs, values, case.writes), case, "fc")
         parts = [
             p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
         ]
@@ -172,7 +186,7 @@ def _build_function(
     """f(*diff_values) -> tuple of float outputs (of ``kinds``), running the rule."""
 
     def f(*values: Any) -> tuple:
-        return _outputs(call_case(rule, args, slots, kwargs, values), case, kinds)
+        return _outputs(call_case(rule, args, slots, kwargs, values, case.writes), case, kinds)
 
     return f
 
@@ -242,7 +256,9 @@ def check_rule_case(
 
     if any(
         np.iscomplexobj(o)
-        for o in _as_values(_outputs(call_case(rule, args, slots, kwargs, x0), case, "c"))
+        for o in _as_values(
+            _outputs(call_case(rule, args, slots, kwargs, x0, case.writes), case, "c")
+        )
     ):
         # Complex results (rfft of a real input): checked in torch's convention.
         return check_complex_rule_case(rule, case, index)
@@ -438,7 +454,7 @@ def _complexified(case: Case, first_only: bool) -> Case | None:
     kwargs = {k: _complexify(v, mark) for k, v in case.kwargs.items()}
     if args == case.args and kwargs == dict(case.kwargs):
         return None
-    return Case(args, kwargs, case.output, case.order, case.atol, case.rtol, case.note)
+    return replace(case, args=args, kwargs=kwargs)
 
 
 def _count_args(case: Case) -> int:

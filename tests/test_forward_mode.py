@@ -220,7 +220,7 @@ def test_diagonal_rules_tangent_maps_equal_the_reverse_mode_jvp(
     args, slots, kwargs = materialize_case(case, rng)
 
     def f(*values):
-        result = call_case(rule, args, slots, kwargs, values)
+        result = call_case(rule, args, slots, kwargs, values, case.writes)
         if case.output is not None:
             result = case.output(result)
         items = result if isinstance(result, (tuple, list)) else (result,)
