@@ -172,7 +172,7 @@ class RuleNode(_SavedNode):
             return [tangents[0]]  # forward mode casts it to the output's dtype
         args, kwargs, _ = self.saved_inputs(False)
         kwargs = dict(kwargs) if kwargs else {}
-        like = next((t for t in tangents if t is not None), None)  # zeros of its type
+        like = next((getattr(t, "data", t) for t in tangents if t is not None), None)
         followed = set(self.paths)
         nested = {key for key, sub in self.paths if sub is not None}
         args = [list(a) if i in nested else a for i, a in enumerate(args)]
