@@ -26,7 +26,14 @@ import scipy.special
 from funcdiff._core.registry import UFUNC_RULES
 from funcdiff._core.tensor import Tensor
 from funcdiff.autograd import engine
-from funcdiff.ops.dispatch import array_function, astype, call_positional, call_ufunc, getitem
+from funcdiff.ops.dispatch import (
+    array_function,
+    astype,
+    call_positional,
+    call_ufunc,
+    getitem,
+    matrix_product,
+)
 from funcdiff.ops.inplace import inplace_ufunc, setitem
 from funcdiff.ops.protocol import array_ufunc
 
@@ -108,6 +115,11 @@ def _defers(other: Any) -> bool:
         return True
     _PLAIN.add(cls)
     return False
+
+
+def _numpys(func: Any) -> bool:
+    """Whether ``func`` is NumPy's (funcdiff's own primitives take sparse matrices)."""
+    return (getattr(func, "__module__", None) or "").startswith("numpy")
 
 
 def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
@@ -207,6 +219,9 @@ class _Methods(_MethodsBase):
     """The Tensor methods that are more than one table row (installed on Tensor)."""
 
     def __array_ufunc__(self, ufunc: np.ufunc, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        for a in inputs:
+            if type(a) not in _PLAIN and _defers(a):  # np.matmul(A, x), A scipy.sparse
+                return matrix_product(ufunc, method, inputs, kwargs)
         if method == "__call__" and not kwargs:
             rule = UFUNC_RULES.get(ufunc)
             if rule is not None:
@@ -214,6 +229,9 @@ class _Methods(_MethodsBase):
         return array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        for a in args:
+            if type(a) not in _PLAIN and _defers(a) and _numpys(func):  # np.dot(A, x)
+                return matrix_product(func, "__call__", args, kwargs)
         return array_function(func, args, kwargs)
 
     def __getitem__(self, index: Any) -> Tensor:

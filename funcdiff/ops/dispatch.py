@@ -26,7 +26,15 @@ from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
+__all__ = [
+    "call",
+    "call_positional",
+    "call_ufunc",
+    "array_function",
+    "getitem",
+    "astype",
+    "matrix_product",
+]
 
 _state = grad_mode.thread_state
 _tracing = tracing.TRACING
@@ -612,6 +620,31 @@ _METADATA_FUNCTIONS = {
     np.min_scalar_type,
     np.can_cast,
 }
+
+
+def matrix_product(func: Any, method: str, args: Sequence[Any], kwargs: dict) -> Any:
+    """A NumPy function or ufunc (``method`` ``"__call__"``, or a ufunc method) called
+    with a sparse matrix and a Tensor: ``np.dot`` and ``np.matmul`` are the matrix's own
+    product (``A.dot(x)``, ``A @ x``, ``x @ A``), which records the sparse product; any
+    other call refuses, naming it (NumPy itself would compute an object array of
+    matrices, or fail inside)."""
+    name = f"numpy.{getattr(func, '__name__', func)}"
+    if method != "__call__":
+        name += f".{method}"
+    matmul = func is np.matmul or func is getattr(np.linalg, "matmul", None)
+    if (func is np.dot or matmul) and method == "__call__" and len(args) == 2 and not kwargs:
+        a, b = args
+        if isinstance(b, Tensor) and not isinstance(a, Tensor):
+            return a @ b if matmul or not hasattr(a, "dot") else a.dot(b)
+        if isinstance(a, Tensor) and not isinstance(b, Tensor):
+            if a.ndim == 0:  # np.dot(t, A) scales A: a sparse matrix of Tensors
+                return b.dot(a) if hasattr(b, "dot") else b @ a  # refuses, naming it
+            return a @ b  # a 2-d matrix: dot and matmul agree
+    raise TypeError(
+        f"{name} does not take a scipy.sparse matrix together with a Tensor (NumPy would "
+        "treat the matrix as a 0-d object array): write a product with the operator, "
+        "A @ x or x @ A, or use A.toarray() for a dense matrix"
+    )
 
 
 def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
