@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -44,6 +45,22 @@ def _solution(condition: Condition, arguments: Arguments) -> Tensor:
     return ImplicitSolution.apply(
         condition, condition.x_star.reshape(condition.shape), *arguments.params
     )
+
+
+def _solution_and_value(
+    condition: Condition, arguments: Arguments, fun: Callable[..., Any], kwargs: dict | None = None
+) -> tuple[Tensor, Any]:
+    """The differentiable solution, and ``fun`` evaluated there (recorded when the
+    parameters require grad, so that its derivative follows the solution's)."""
+    x = _solution(condition, arguments)
+    with enable_grad() if arguments.differentiable else contextlib.nullcontext():
+        value = fun(x, *arguments.with_params(arguments.params), **(kwargs or {}))
+    return x, value
+
+
+def _with_kwargs(fun: Callable[..., Any], kwargs: dict) -> Callable[..., Any]:
+    """``fun`` with its keyword arguments bound (``fun`` itself when there are none)."""
+    return fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
 
 
 def _bounds_arrays(bounds: Any, n: int, pairs: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -257,19 +274,9 @@ def minimize(
         sparse=sparse,
         prepared=prepared,
     )
-    res.x = _solution(condition, arguments)
-    with enable_grad() if arguments.differentiable else _null():
-        value = fun(res.x, *arguments.with_params(arguments.params))
+    res.x, value = _solution_and_value(condition, arguments, fun)
     res.fun = value.reshape(()) if isinstance(value, Tensor) else tensor(float(np.asarray(value)))
     return res
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
 
 
 def least_squares(
@@ -322,14 +329,13 @@ def least_squares(
     refuse_closed_over(fun, x0, plain, kwargs, "fun")
     d = Derivatives(fun, plain)
     sparse = _sparse_choice(sparse)
+    bound = _with_kwargs(fun, kwargs)
     if jac is None and sparse is not False:
-        bound = fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
         J = _prepared_jacobian(bound, x0, plain, sparse)
         if J is not None:
             prepared = J if options.get("method", "trf") != "lm" else _densified(J)
             jac = lambda x, *a, **kw: prepared(x, *a)  # noqa: E731  (kwargs are bound)
     if jac is None and replay:
-        bound = fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
         replayed = _replay.jacobian(bound)
         jac = lambda x, *a, **kw: replayed(_as_x(x), *a)  # noqa: E731  (kwargs are bound)
     if jac is None:
@@ -362,12 +368,10 @@ def least_squares(
         bound=bound_values,
         sparse=sparse,
     )
-    res.x = _solution(condition, arguments)
-    with enable_grad() if arguments.differentiable else _null():
-        r: Any = fun(res.x, *arguments.with_params(arguments.params), **kwargs)
-        r = r if isinstance(r, Tensor) else tensor(np.asarray(r, dtype=np.float64))
-        res.fun = r
-        res.cost = 0.5 * (r * r).sum()
+    res.x, r = _solution_and_value(condition, arguments, fun, kwargs)
+    r = r if isinstance(r, Tensor) else tensor(np.asarray(r, dtype=np.float64))
+    res.fun = r
+    res.cost = 0.5 * (r * r).sum()
     return res
 
 
@@ -481,9 +485,7 @@ def root(
                 "use least_squares for an over- or underdetermined system"
             )
     condition = Condition("root", fun, res.x, arguments, sparse=sparse, prepared=prepared)
-    res.x = _solution(condition, arguments)
-    with enable_grad() if arguments.differentiable else _null():
-        value = fun(res.x, *arguments.with_params(arguments.params))
+    res.x, value = _solution_and_value(condition, arguments, fun)
     res.fun = value if isinstance(value, Tensor) else tensor(np.asarray(value, dtype=np.float64))
     return res
 
