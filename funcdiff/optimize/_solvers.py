@@ -12,6 +12,7 @@ import numpy as np
 from funcdiff import replay as _replay
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd import enable_grad
+from funcdiff.optimize._constrained import Constraints
 from funcdiff.optimize._derivatives import (
     _DERIVATIVE_FREE,
     _HESS_METHODS,
@@ -243,22 +244,22 @@ def minimize(
             hessp = d.hessp
         elif name in _HESS_METHODS:
             hess = d.hess
+    constraints = None
+    if kwargs.get("constraints") is not None and not _empty(kwargs["constraints"]):
+        constraints = Constraints(kwargs["constraints"])
+        kwargs["constraints"] = constraints.for_scipy
     res = _clean(
         scipy.optimize.minimize(
             d.fun, x0, args=plain, method=method, jac=jac, hess=hess, hessp=hessp, **kwargs
         )
     )
+    if constraints is not None and (arguments.has_tensor or constraints.has_tensor):
+        return _constrained_result(res, fun, arguments, constraints, kwargs, allow_unconverged)
     if not arguments.has_tensor:
         return res
     active = bound = None
     if arguments.differentiable:
         check_converged(bool(res.success), res.get("message"), "minimize", allow_unconverged)
-        if kwargs.get("constraints"):
-            raise NotImplementedError(
-                "minimize with constraints and Tensor args: the derivative of a constrained "
-                "solution needs the KKT system with the multipliers, which funcdiff.optimize "
-                "does not form; bounds are supported, or detach the args"
-            )
         if kwargs.get("bounds") is not None:
             gradient = Derivatives(fun, plain).jac(res.x)
             active, bound = _active_bounds(
@@ -275,6 +276,46 @@ def minimize(
         prepared=prepared,
     )
     res.x, value = _solution_and_value(condition, arguments, fun)
+    res.fun = value.reshape(()) if isinstance(value, Tensor) else tensor(float(np.asarray(value)))
+    return res
+
+
+def _empty(constraints: Any) -> bool:
+    return isinstance(constraints, (list, tuple)) and len(constraints) == 0
+
+
+def _constrained_result(
+    res: Any,
+    fun: Callable[..., Any],
+    arguments: Arguments,
+    constraints: Constraints,
+    kwargs: dict,
+    allow_unconverged: bool,
+) -> Any:
+    """``res.x`` and ``res.fun`` as Tensors, differentiated through the KKT conditions
+    (the solution and the active constraints' multipliers solve the Lagrangian's
+    stationarity) with respect to the Tensors of ``args`` and of the constraints'."""
+    x_star = np.asarray(res.x, dtype=np.float64)
+    bounds = kwargs.get("bounds")
+    box = None if bounds is None else _bounds_arrays(bounds, x_star.size, True)
+    probe = Arguments(arguments.args + constraints.dict_args)
+    if not probe.differentiable:  # constants only: the point itself
+        x = tensor(x_star.copy())
+        return _with_value(res, x, fun(x, *arguments.plain))
+    check_converged(bool(res.success), res.get("message"), "minimize", allow_unconverged)
+    z_star, lagrangian, combined, k = constraints.lagrangian(
+        fun, x_star, arguments, box, not allow_unconverged
+    )
+    condition = Condition("kkt", lagrangian, z_star, combined)
+    z = _solution(condition, combined)
+    x = z[: x_star.size].reshape(x_star.shape)
+    with enable_grad():
+        value = fun(x, *combined.with_params(combined.params)[:k])
+    return _with_value(res, x, value)
+
+
+def _with_value(res: Any, x: Tensor, value: Any) -> Any:
+    res.x = x
     res.fun = value.reshape(()) if isinstance(value, Tensor) else tensor(float(np.asarray(value)))
     return res
 
