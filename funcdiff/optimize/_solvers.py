@@ -185,17 +185,23 @@ def minimize(
         SciPy's result, with float64 arrays. With Tensors in ``args``, ``x`` and ``fun``
         are Tensors: ``x`` differentiated by the implicit function theorem applied to
         ``grad_x fun = 0`` (active bounds give zero derivatives), ``fun`` by the
-        envelope theorem (it is ``fun(x, *args)``).
+        envelope theorem (it is ``fun(x, *args)``). With ``constraints`` the theorem
+        applies to the KKT conditions: the gradient of the Lagrangian over the active
+        constraints, in ``x`` and their multipliers (recovered by least squares at the
+        solution); Tensors in a constraint dict's ``args`` are parameters too.
 
     Raises
     ------
     RuntimeError
-        The solver did not converge and parameters are to be differentiated, or ``fun``
-        closes over a Tensor that requires grad.
+        The solver did not converge and parameters are to be differentiated, the
+        returned point is not a (constrained) minimum, or ``fun`` closes over a Tensor
+        that requires grad.
     numpy.linalg.LinAlgError
-        The Hessian is singular at the solution (the derivative does not exist).
-    NotImplementedError
-        ``constraints`` together with Tensor parameters.
+        The Hessian (the KKT matrix) is singular at the solution (the derivative does
+        not exist).
+    ValueError
+        A bound or inequality constraint holds at the solution with a zero gradient or
+        multiplier (degenerate: the active set changes there).
 
     Examples
     --------
