@@ -219,3 +219,15 @@ def test_bad_constraints_and_unconverged_results():
         optimize.minimize(
             _distance, np.zeros(3), args=(p,), constraints=cons, options={"maxiter": 1}
         )
+
+
+def test_forward_mode_agrees_with_reverse_mode():
+    def solve(p):
+        return _sphere(p, 1.5, "SLSQP", "dict")
+
+    v = np.array([0.2, -1.0, 0.5])
+    _, jv = fd.functional.jvp(solve, fd.tensor(P0), fd.tensor(v))
+    J = jacobian(solve, fd.tensor(P0))
+    np.testing.assert_allclose(jv, np.asarray(J) @ v, atol=1e-12)
+    Jf = jacobian(solve, fd.tensor(P0), strategy="forward-mode")
+    np.testing.assert_allclose(Jf, J, atol=1e-12)
