@@ -560,6 +560,10 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
+        if _UNSTACK is not None:
+            # One recorded node for all the rows (``a, b, c = y``), one stack backward,
+            # instead of a getitem and a scatter per row.
+            return iter(_UNSTACK(self))
         return (self[i] for i in range(len(self.data)))
 
     def __repr__(self) -> str:
@@ -665,6 +669,9 @@ class Tensor:
         """Dot product (see ``numpy.dot``)."""
         return np.dot(self, other)
 
+
+#: ``numpy.unstack`` (NumPy >= 2.1), which iteration over a Tensor records.
+_UNSTACK = getattr(np, "unstack", None)
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
 _new_object = object.__new__
