@@ -560,11 +560,8 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        if _UNSTACK is not None:
-            # One recorded node for all the rows (``a, b, c = y``), one stack backward,
-            # instead of a getitem and a scatter per row.
-            return iter(_UNSTACK(self))
-        return (self[i] for i in range(len(self.data)))
+        # One recorded node for all the rows (a, b, c = y), not a getitem per row.
+        return iter(np.unstack(self)) if _UNSTACK else (self[i] for i in range(len(self.data)))
 
     def __repr__(self) -> str:
         body = np.array2string(self.data, separator=", ", prefix="tensor(")
@@ -670,8 +667,7 @@ class Tensor:
         return np.dot(self, other)
 
 
-#: ``numpy.unstack`` (NumPy >= 2.1), which iteration over a Tensor records.
-_UNSTACK = getattr(np, "unstack", None)
+_UNSTACK = hasattr(np, "unstack")  # NumPy >= 2.1
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
 _new_object = object.__new__
