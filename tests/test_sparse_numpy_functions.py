@@ -31,6 +31,7 @@ CALLS = (
     ("np.matmul(X, A)", lambda A, x: np.matmul(x, A), (3, 5), lambda D, x: x @ D),
     ("x.dot(A)", lambda A, x: x.dot(A), (5,), lambda D, x: x @ D),
     ("X.dot(A)", lambda A, x: x.dot(A), (2, 5), lambda D, x: x @ D),
+    ("np.linalg.matmul(A, X)", lambda A, x: np.linalg.matmul(A, x), (4, 2), lambda D, x: D @ x),
 )
 
 
@@ -100,6 +101,9 @@ REFUSED = (
     ("numpy.add.outer", lambda A, x: np.add.outer(A, x)),
     ("numpy.xlogy", lambda A, x: special.xlogy(A, x)),
     ("numpy.dot", lambda A, x: np.dot(A, x, out=np.empty(3))),
+    ("numpy.add", lambda A, x: np.add(x, A, out=fd.tensor(np.zeros(3)))),
+    *((("numpy.matvec", lambda A, x: np.matvec(A, x)),) if hasattr(np, "matvec") else ()),
+    *((("numpy.vecdot", lambda A, x: np.vecdot(A, x)),) if hasattr(np, "vecdot") else ()),
 )
 
 
@@ -112,3 +116,14 @@ def test_other_numpy_calls_refuse_naming_the_call(kind, refused):
     x = fd.tensor(np.ones(3), requires_grad=True)
     with pytest.raises(TypeError, match=rf"{name}\b.*A @ x"):
         op(A, x)
+
+
+def test_replayed_ufunc_calls_hand_the_matrix_over_or_refuse():
+    A = sp.csr_array(_dense(3, 3))
+    value_and_grad = replay.value_and_grad(lambda u: np.sum(np.matmul(A, u) ** 2))
+    u0 = np.array([0.5, -1.0, 2.0])
+    value, g = value_and_grad(u0)
+    assert value == pytest.approx(np.sum((A @ u0) ** 2), rel=1e-14)
+    np.testing.assert_allclose(g, 2 * A.T @ (A @ u0), rtol=1e-13)
+    with pytest.raises(TypeError, match="numpy.multiply"):
+        replay.value_and_grad(lambda u: np.sum(np.multiply(A, u)))(u0)

@@ -34,6 +34,8 @@ __all__ = [
     "getitem",
     "astype",
     "matrix_product",
+    "MATRIX_TYPES",
+    "register_matrix_type",
 ]
 
 _state = grad_mode.thread_state
@@ -410,6 +412,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     never a view, so no view bookkeeping is needed here.
     """
     if _tracing[0]:
+        if any(type(a) in MATRIX_TYPES for a in inputs):
+            return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
         return call(rule, inputs)  # the general path reports the operation to a tracer
     nargs = len(inputs)
     if nargs == 2:
@@ -417,7 +421,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         if type(a) is Tensor:
             da = a.data
             mask = 1 if a._requires_grad else 0
-        elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor):
+        elif type(a) in _SLOW_OPERANDS or isinstance(a, Tensor):
+            if type(a) in MATRIX_TYPES:  # np.matmul(A, x), A scipy.sparse
+                return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
             return call(rule, inputs)
         else:
             da = a
@@ -426,7 +432,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             db = b.data
             if b._requires_grad:
                 mask |= 2
-        elif type(b) in _SEQUENCE_TYPES or isinstance(b, Tensor):
+        elif type(b) in _SLOW_OPERANDS or isinstance(b, Tensor):
+            if type(b) in MATRIX_TYPES:
+                return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
             return call(rule, inputs)
         else:
             db = b
@@ -446,7 +454,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                 datas.append(a.data)
                 if a._requires_grad:
                     mask |= 1 << i
-            elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor) or nargs > 8:
+            elif type(a) in _SLOW_OPERANDS or isinstance(a, Tensor) or nargs > 8:
+                if type(a) in MATRIX_TYPES:
+                    return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
                 return call(rule, inputs)
             else:
                 datas.append(a)
@@ -620,6 +630,21 @@ _METADATA_FUNCTIONS = {
     np.min_scalar_type,
     np.can_cast,
 }
+
+
+#: Matrix classes (scipy.sparse, funcdiff.sparse.csr_array) whose own operators take a
+#: Tensor: a ufunc given one of them hands it to :func:`matrix_product` (registered by
+#: their hand-over; NumPy would take such a matrix for a 0-d object array).
+MATRIX_TYPES: set[type] = set()
+#: Operand types that leave :func:`call_positional`'s lean path: sequences and the
+#: matrix classes (one set lookup for both on the path of ndarray and scalar operands).
+_SLOW_OPERANDS: set[type] = {list, tuple}
+
+
+def register_matrix_type(cls: type) -> None:
+    """Hand ufunc calls with a ``cls`` operand to :func:`matrix_product`."""
+    MATRIX_TYPES.add(cls)
+    _SLOW_OPERANDS.add(cls)
 
 
 def matrix_product(func: Any, method: str, args: Sequence[Any], kwargs: dict) -> Any:
