@@ -546,7 +546,8 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(len(self.data)))
+        # One recorded node for all the rows (a, b, c = y), not a getitem per row.
+        return iter(np.unstack(self)) if _UNSTACK else (self[i] for i in range(len(self.data)))
 
     def __repr__(self) -> str:
         body = np.array2string(self.data, separator=", ", prefix="tensor(")
@@ -651,6 +652,8 @@ class Tensor:
         """Dot product (see ``numpy.dot``)."""
         return np.dot(self, other)
 
+
+_UNSTACK = hasattr(np, "unstack")  # NumPy >= 2.1
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
 _new_object = object.__new__

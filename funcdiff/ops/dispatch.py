@@ -26,7 +26,17 @@ from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
+__all__ = [
+    "call",
+    "call_positional",
+    "call_ufunc",
+    "array_function",
+    "getitem",
+    "astype",
+    "matrix_product",
+    "MATRIX_TYPES",
+    "register_matrix_type",
+]
 
 _state = grad_mode.thread_state
 _tracing = tracing.TRACING
@@ -402,6 +412,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     never a view, so no view bookkeeping is needed here.
     """
     if _tracing[0]:
+        if any(type(a) in MATRIX_TYPES for a in inputs):
+            return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
         return call(rule, inputs)  # the general path reports the operation to a tracer
     nargs = len(inputs)
     if nargs == 2:
@@ -409,7 +421,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         if type(a) is Tensor:
             da = a.data
             mask = 1 if a._requires_grad else 0
-        elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor):
+        elif type(a) in _SLOW_OPERANDS or isinstance(a, Tensor):
+            if type(a) in MATRIX_TYPES:  # np.matmul(A, x), A scipy.sparse
+                return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
             return call(rule, inputs)
         else:
             da = a
@@ -418,7 +432,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             db = b.data
             if b._requires_grad:
                 mask |= 2
-        elif type(b) in _SEQUENCE_TYPES or isinstance(b, Tensor):
+        elif type(b) in _SLOW_OPERANDS or isinstance(b, Tensor):
+            if type(b) in MATRIX_TYPES:
+                return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
             return call(rule, inputs)
         else:
             db = b
@@ -438,7 +454,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                 datas.append(a.data)
                 if a._requires_grad:
                     mask |= 1 << i
-            elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor) or nargs > 8:
+            elif type(a) in _SLOW_OPERANDS or isinstance(a, Tensor) or nargs > 8:
+                if type(a) in MATRIX_TYPES:
+                    return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
                 return call(rule, inputs)
             else:
                 datas.append(a)
@@ -612,6 +630,46 @@ _METADATA_FUNCTIONS = {
     np.min_scalar_type,
     np.can_cast,
 }
+
+
+#: Matrix classes (scipy.sparse, funcdiff.sparse.csr_array) whose own operators take a
+#: Tensor: a ufunc given one of them hands it to :func:`matrix_product` (registered by
+#: their hand-over; NumPy would take such a matrix for a 0-d object array).
+MATRIX_TYPES: set[type] = set()
+#: Operand types that leave :func:`call_positional`'s lean path: sequences and the
+#: matrix classes (one set lookup for both on the path of ndarray and scalar operands).
+_SLOW_OPERANDS: set[type] = {list, tuple}
+
+
+def register_matrix_type(cls: type) -> None:
+    """Hand ufunc calls with a ``cls`` operand to :func:`matrix_product`."""
+    MATRIX_TYPES.add(cls)
+    _SLOW_OPERANDS.add(cls)
+
+
+def matrix_product(func: Any, method: str, args: Sequence[Any], kwargs: dict) -> Any:
+    """A NumPy function or ufunc (``method`` ``"__call__"``, or a ufunc method) called
+    with a sparse matrix and a Tensor: ``np.dot`` and ``np.matmul`` are the matrix's own
+    product (``A.dot(x)``, ``A @ x``, ``x @ A``), which records the sparse product; any
+    other call refuses, naming it (NumPy itself would compute an object array of
+    matrices, or fail inside)."""
+    name = f"numpy.{getattr(func, '__name__', func)}"
+    if method != "__call__":
+        name += f".{method}"
+    matmul = func is np.matmul or func is getattr(np.linalg, "matmul", None)
+    if (func is np.dot or matmul) and method == "__call__" and len(args) == 2 and not kwargs:
+        a, b = args
+        if isinstance(b, Tensor) and not isinstance(a, Tensor):
+            return a @ b if matmul or not hasattr(a, "dot") else a.dot(b)
+        if isinstance(a, Tensor) and not isinstance(b, Tensor):
+            if a.ndim == 0:  # np.dot(t, A) scales A: a sparse matrix of Tensors
+                return b.dot(a) if hasattr(b, "dot") else b @ a  # refuses, naming it
+            return a @ b  # a 2-d matrix: dot and matmul agree
+    raise TypeError(
+        f"{name} does not take a scipy.sparse matrix together with a Tensor (NumPy would "
+        "treat the matrix as a 0-d object array): write a product with the operator, "
+        "A @ x or x @ A, or use A.toarray() for a dense matrix"
+    )
 
 
 def array_function(func: Any, args: tuple, kwargs: dict) -> Any:
