@@ -39,6 +39,7 @@ from funcdiff.func._transforms import (
     linearize,
     vjp,
 )
+from funcdiff.func._vmap import vmap
 
 __all__ = [
     "TreeSpec",
@@ -56,4 +57,5 @@ __all__ = [
     "tree_structure",
     "tree_unflatten",
     "vjp",
+    "vmap",
 ]

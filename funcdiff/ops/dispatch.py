@@ -26,7 +26,15 @@ from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
+__all__ = [
+    "call",
+    "call_positional",
+    "call_ufunc",
+    "array_function",
+    "getitem",
+    "astype",
+    "register_array_type",
+]
 
 _state = grad_mode.thread_state
 _tracing = tracing.TRACING
@@ -34,7 +42,17 @@ _current_tracer = tracing.current_tracer
 _next_seq = SEQUENCE.__next__
 # ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
 _new_object = object.__new__
-_ARRAY_TYPES = (np.ndarray, np.generic)
+_ARRAY_TYPES: tuple[type, ...] = (np.ndarray, np.generic)
+
+
+def register_array_type(cls: type) -> None:
+    """Let a rule's forward return ``cls`` (an array-like that is not an ndarray, such as
+    ``funcdiff.func``'s batched values): its results become Tensors like ndarrays do."""
+    global _ARRAY_TYPES
+    if cls not in _ARRAY_TYPES:
+        _ARRAY_TYPES += (cls,)
+
+
 _SEQUENCE_TYPES = (list, tuple)
 
 
@@ -60,7 +78,7 @@ def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
 def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Tensor]]:
     """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
     if isinstance(out, _ARRAY_TYPES):
-        arr = out if type(out) is np.ndarray else np.asarray(out)
+        arr: Any = np.asarray(out) if isinstance(out, np.generic) else out
         t = wrap(arr, False, None, 0)
         if arr.base is not None and view_source:
             _mark_view(t, view_source)

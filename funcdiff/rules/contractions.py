@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.linalg_common import conjugating_first, mm, mT, size_of
 from funcdiff.rules.shape import _axis, _batch, _rule
@@ -126,6 +127,7 @@ register(
         cases=_matmul_cases,
         family="linalg",
         structure=CONTRACT,
+        batch=batching.matmul,
         complex=True,
     )
 )
@@ -139,6 +141,7 @@ if hasattr(np.linalg, "matmul"):  # NumPy >= 2.0
             cases=_matmul_cases[:2],
             family="linalg",
             structure=CONTRACT,
+            batch=batching.matmul,
             complex=True,
         )
     )
@@ -583,6 +586,7 @@ register(
         "labels); optimize= is passed on to the cotangent contractions",
         family="linalg",
         structure=CONTRACT,
+        batch=batching.einsum,
         complex=True,
     ),
     np.einsum,
@@ -679,6 +683,7 @@ register(
             Case((Arg((0,)), Arg((2,)))),
         ),
         structure=Structure("outer", "bilinear"),
+        batch=batching.outer,
         complex=True,
     ),
     np.outer,

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
+from funcdiff._core.arrays import anywhere
 from funcdiff._core.registry import (
     Rule,
     batch_ndim,
@@ -506,7 +507,7 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = np.transpose(w, tuple(int(i) for i in np.argsort(axes)))
         w = np.reshape(w, tuple(s if i in axes else 1 for i, s in enumerate(shape)))
     total = np.sum(w, axis=axis, keepdims=keepdims)
-    if np.any(total == 0.0):
+    if anywhere(total == 0.0):
         raise ZeroDivisionError("numpy.average: the weights sum to zero, can't be normalized")
     avg = np.sum(a * w, axis=axis, keepdims=keepdims) / total
     if not returned:
