@@ -37,6 +37,7 @@ __all__ = [
     "BatchedConversionError",
     "VmapFallbackWarning",
     "unwrap_level",
+    "run_rule",
 ]
 
 _IDS = itertools.count(1)
@@ -187,6 +188,8 @@ class Batched:
         meta = _METADATA.get(func)
         if meta is not None:
             return meta(*args, **kwargs)
+        if func in _WRITES_INTO_FIRST:
+            _check_destination(func, args, kwargs)
         return _dispatch(func, FUNCTION_RULES.get(func), args, kwargs)
 
     # ---------------------------------------------------------------- indexing
@@ -432,6 +435,13 @@ def _dispatch(func: Any, rule: Rule | None, args: Any, kwargs: dict) -> Any:
     return _loop(func, args, kwargs, level)
 
 
+def run_rule(rule: Rule, func: Callable, args: tuple, kwargs: dict) -> Any:
+    """``func(*args, **kwargs)``, the function ``rule`` is registered for, run through
+    the rule's batching rule when an argument is batched: the way in for functions that
+    do not dispatch to NumPy's protocols (SciPy's)."""
+    return _dispatch(func, rule, args, kwargs)
+
+
 def _example(a: Any, level: Level, b: int) -> Any:
     if isinstance(a, Batched):
         return a.value[b] if a.level is level else a
@@ -500,6 +510,33 @@ _METADATA: dict[Any, Callable] = {
 }
 
 
+# NumPy functions that write into their first argument: each example would overwrite an
+# unbatched destination with its own values (the loop would keep the last one).
+_WRITES_INTO_FIRST = {
+    np.copyto,
+    np.put,
+    np.place,
+    np.putmask,
+    np.fill_diagonal,
+    np.put_along_axis,
+}
+
+
+def _check_destination(func: Any, args: Any, kwargs: dict) -> None:
+    level = _top_level(args, kwargs)
+    target = args[0] if args else None
+    if level is not None and not (isinstance(target, Batched) and target.level is level):
+        raise _in_place(f"{_name_of(func)}(destination, ...)")
+
+
+def _in_place(what: str) -> BatchedConversionError:
+    return BatchedConversionError(
+        f"vmap: an in-place write of a batched value into an unbatched array ({what}): "
+        "each example would overwrite it. Make the buffer from a batched value "
+        "(np.zeros_like(x)) or return a new array"
+    )
+
+
 # ---------------------------------------------------------------- indexing and writes
 def _is_basic(index: tuple) -> bool:
     return all(
@@ -525,12 +562,11 @@ def _getitem(x: Batched, index: Any) -> Any:
             if not (i is None or i is Ellipsis or isinstance(i, slice))
         ]
         if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):
-            logical = np.empty(x.shape, dtype=np.int8)[index]
-            physical = np.moveaxis(physical, logical.ndim - _advanced_ndim(index, x.shape), 0)
+            physical = np.moveaxis(physical, _advanced_ndim(index), 0)
     return Batched(physical, x.level)
 
 
-def _advanced_ndim(index: tuple, shape: tuple) -> int:
+def _advanced_ndim(index: tuple) -> int:
     """The rank of the broadcast advanced indices of ``index``."""
     arrays = [
         np.asarray(i) for i in index if not (i is None or i is Ellipsis or isinstance(i, slice))
@@ -562,11 +598,6 @@ def _write_out(out: Any, result: Any) -> Any:
     results = result if isinstance(result, tuple) else (result,)
     for target, r in zip(targets, results):
         if not isinstance(target, Batched):
-            raise BatchedConversionError(
-                "vmap: an in-place write of a batched value into an unbatched array "
-                "(out=, or an augmented assignment such as out += x): each example "
-                "would overwrite it. Make the buffer from a batched value "
-                "(np.zeros_like(x)) or return a new array"
-            )
+            raise _in_place("out=, or an augmented assignment such as out += x")
         target[...] = r
     return out if isinstance(out, tuple) and len(out) > 1 else targets[0]

@@ -139,12 +139,19 @@ def stacked(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> A
 
 
 def shift_axis(
-    position: int = 1, name: str = "axis", default: Any = None, *, tuples: bool = True
+    position: int = 1,
+    name: str = "axis",
+    default: Any = None,
+    *,
+    tuples: bool = True,
+    keepdims: int | None = None,
 ) -> BatchRule:
     """The batching rule of a reduction, scan or fibre rule of its first argument over
     the axes of an ``axis`` argument at ``position`` (or ``name``): the axes shift by
     one. ``None`` means every axis of one example: a tuple of them when the function
-    takes tuples (``tuples``), else the example flattened (``cumsum``, ``argmax``)."""
+    takes tuples (``tuples``), else the example flattened (``cumsum``, ``argmax``,
+    norms); ``keepdims`` is then the position of a ``keepdims`` argument, whose
+    length-one axes are put back."""
 
     def batch(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
         if flags[0] is not True or any(f is not False for f in flags[1:]):
@@ -173,7 +180,12 @@ def shift_axis(
             call[position] = new
         else:
             kwargs[name] = new
-        return rule.fn(*call, **kwargs)
+        out = rule.fn(*call, **kwargs)
+        if axis is None and not tuples and keepdims is not None:
+            keep = kwargs.get("keepdims", call[keepdims] if len(call) > keepdims else False)
+            if keep:
+                out = np.reshape(out, (size,) + (1,) * ndim)
+        return out
 
     return batch
 
@@ -238,6 +250,8 @@ def gather(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> An
     def pick(o1: Any, o2: Any) -> Any:
         o1, o2 = np.asarray(o1), np.asarray(o2)
         chosen = (o2 - o1) == step
+        if not chosen.any():  # constants only (an empty array padded)
+            return np.repeat(o1.astype(dtype)[np.newaxis], size, axis=0)
         index = np.where(chosen, o1 - step, 0).astype(np.intp)
         out = np.take(table, index.reshape(-1), axis=1).reshape((size,) + o1.shape)
         if not chosen.all():
@@ -308,8 +322,9 @@ def solve(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any
     a, b = args[0], args[1]
     fa, fb = flags[0] is True, flags[1] is True
     if logical_ndim(b, fb) == 1:
-        if fb:
-            return np.squeeze(rule.fn(a, np.expand_dims(b, -1), **kwargs), axis=-1)
+        if fb:  # a column per example, its stack lined up with a's
+            column = _pad(np.expand_dims(b, -1), True, max(logical_ndim(a, fa), 2))
+            return np.squeeze(rule.fn(a, column, **kwargs), axis=-1)
         if fa:  # one vector for a stack of matrices: a column for every example
             out = rule.fn(a, np.broadcast_to(np.expand_dims(b, -1), (size, b.shape[0], 1)))
             return np.squeeze(out, axis=-1)
