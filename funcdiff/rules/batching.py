@@ -63,6 +63,11 @@ __all__ = [
     "einsum",
     "solve",
     "outer",
+    "dot",
+    "inner",
+    "vdot",
+    "where",
+    "shift_axes",
     "loop",
     "logical_ndim",
 ]
@@ -269,9 +274,13 @@ def matmul(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> An
     lower rank are padded after the batch axis."""
     a, b = args[0], args[1]
     fa, fb = flags[0] is True, flags[1] is True
-    na, nb = logical_ndim(a, fa), logical_ndim(b, fb)
-    if na == 0 or nb == 0:
+    if logical_ndim(a, fa) == 0 or logical_ndim(b, fb) == 0:
         return NotImplemented
+    return _matmul(rule.fn, a, b, fa, fb, args[2:], kwargs)
+
+
+def _matmul(fn: Callable, a: Any, b: Any, fa: bool, fb: bool, rest: tuple, kwargs: dict) -> Any:
+    na, nb = logical_ndim(a, fa), logical_ndim(b, fb)
     drop: tuple[int, ...] = ()
     if fa and na == 1 and (fb or nb > 2):
         a, na = np.expand_dims(a, 1), 2
@@ -282,8 +291,78 @@ def matmul(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> An
     if na >= 2 and nb >= 2:  # stacks of matrices: line up the stack axes
         top = max(na, nb)
         a, b = _pad(a, fa, top), _pad(b, fb, top)
-    out = rule.fn(a, b, *args[2:], **kwargs)
+    out = fn(a, b, *rest, **kwargs)
     return np.squeeze(out, axis=drop) if drop else out
+
+
+def dot(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``dot``: a product with a scalar is elementwise, vectors and matrices are
+    ``matmul``'s; higher ranks (a sum over the last axis of ``a`` and the second-to-last
+    of ``b``, every other axis kept) loop."""
+    a, b = args[0], args[1]
+    fa, fb = flags[0] is True, flags[1] is True
+    na, nb = logical_ndim(a, fa), logical_ndim(b, fb)
+    if kwargs.get("out") is not None or len(args) > 2:
+        return NotImplemented
+    if na == 0 or nb == 0:
+        top = max(na, nb)
+        return np.multiply(_pad(a, fa, top), _pad(b, fb, top))
+    if na <= 2 and nb <= 2:
+        return _matmul(np.matmul, a, b, fa, fb, (), {})
+    return NotImplemented
+
+
+def inner(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``inner`` of vectors (or a scalar): the sum of the elementwise product."""
+    a, b = args[0], args[1]
+    fa, fb = flags[0] is True, flags[1] is True
+    na, nb = logical_ndim(a, fa), logical_ndim(b, fb)
+    if na == 0 or nb == 0:
+        top = max(na, nb)
+        return np.multiply(_pad(a, fa, top), _pad(b, fb, top))
+    if na == 1 and nb == 1:
+        return np.sum(np.multiply(a, b), axis=-1)
+    return NotImplemented
+
+
+def vdot(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``vdot``: each example's operands flattened, the first conjugated, summed."""
+    a, b = args[0], args[1]
+    fa, fb = flags[0] is True, flags[1] is True
+    a = np.reshape(a, (size, -1) if fa else (-1,))
+    b = np.reshape(b, (size, -1) if fb else (-1,))
+    return np.sum(np.multiply(np.conj(a), b), axis=-1)
+
+
+def where(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``where(condition, x, y)`` is elementwise; ``where(condition)`` (the indices of
+    the non-zeros, a different length per example) loops."""
+    if len(args) != 3:
+        return NotImplemented
+    return elementwise(rule, args, kwargs, flags, size)
+
+
+def shift_axes(*arguments: tuple[int, str, int]) -> BatchRule:
+    """The batching rule of a function of its first argument along the axes of several
+    axis arguments (``trace``'s ``axis1`` and ``axis2``), each ``(position, name,
+    default)``: every axis shifts by one."""
+
+    def batch(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+        if flags[0] is not True or any(f is not False for f in flags[1:]):
+            return NotImplemented
+        ndim = np.ndim(args[0]) - 1
+        call = list(args)
+        kwargs = dict(kwargs)
+        for position, name, default in arguments:
+            if name in kwargs:
+                kwargs[name] = normalize_axis_index(int(kwargs[name]), ndim) + 1
+            elif len(call) > position:
+                call[position] = normalize_axis_index(int(call[position]), ndim) + 1
+            else:
+                kwargs[name] = normalize_axis_index(default, ndim) + 1
+        return rule.fn(*call, **kwargs)
+
+    return batch
 
 
 def einsum(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:

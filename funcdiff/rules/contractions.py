@@ -285,6 +285,7 @@ register(
         ),
         family="linalg",
         structure=CONTRACT,
+        batch=batching.dot,
         complex=True,
     ),
     np.dot,
@@ -319,6 +320,7 @@ register(
         ),
         family="linalg",
         structure=CONTRACT,
+        batch=batching.inner,
         complex=True,
     )
 )
@@ -348,6 +350,7 @@ register(
         ),
         family="linalg",
         structure=CONTRACT,
+        batch=batching.vdot,
         complex=True,
     )
 )

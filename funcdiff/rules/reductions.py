@@ -33,6 +33,7 @@ from funcdiff._core.registry import (
     batch_ndim,
     register,
 )
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.scans import _flip_last, _unsupported, shift_last
 from funcdiff.rules.structure import reduction
@@ -579,6 +580,7 @@ register(
         uses_values=False,
         family="reductions",
         structure=reduction("linear", _trace_axes),
+        batch=batching.shift_axes((2, "axis1", 0), (3, "axis2", 1)),
         complex=True,
     ),
     np.trace,
