@@ -5,7 +5,9 @@ shape of one example; a Tensor's data may be one (``grad`` inside ``vmap`` recor
 graph for the whole batch). The core never converts them to ndarrays; the helpers
 here tell them apart and answer a rule's fast-path test for the whole batch.
 Such a type is recognised by its ``whole_batch()`` method, which returns the array
-of every example together.
+of every example together, and has a ``settle(owner)`` method (see :func:`settled`).
+A Tensor is recognised by its ``data`` (this module imports no Tensor: the graph
+module below the Tensor uses it).
 """
 
 from __future__ import annotations
@@ -14,9 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.tensor import Tensor
-
-__all__ = ["is_foreign_array", "everywhere", "anywhere"]
+__all__ = ["is_foreign_array", "everywhere", "anywhere", "settled", "zeros"]
 
 
 def is_foreign_array(x: Any) -> bool:
@@ -43,8 +43,9 @@ def everywhere(mask: Any) -> bool:
     >>> everywhere(np.array([True, False])), anywhere(np.array([True, False]))
     (False, True)
     """
-    if isinstance(mask, Tensor):
-        mask = mask.data
+    data: Any = getattr(mask, "data", None)
+    if is_foreign_array(data):
+        return everywhere(data.whole_batch())
     if is_foreign_array(mask):
         return everywhere(mask.whole_batch())
     return bool(np.all(mask))
@@ -53,8 +54,39 @@ def everywhere(mask: Any) -> bool:
 def anywhere(mask: Any) -> bool:
     """Whether ``mask`` is true anywhere (in any example, under ``vmap``): see
     :func:`everywhere`."""
-    if isinstance(mask, Tensor):
-        mask = mask.data
+    data: Any = getattr(mask, "data", None)
+    if is_foreign_array(data):
+        return anywhere(data.whole_batch())
     if is_foreign_array(mask):
         return anywhere(mask.whole_batch())
     return bool(np.any(mask))
+
+
+def settled(g: Any, shape: Any) -> Any:
+    """A cotangent (an array, or a Tensor) as it reaches a value of shape ``shape`` in a
+    node's record.
+
+    A batched value's shape records the ``vmap`` calls it is batched in. A batched
+    cotangent of a call that has returned (``grad`` of a vmapped function) reaching a
+    value that call did not batch (one the examples shared) is summed over the batch;
+    inside the call (``vmap(grad)``) it stays batched: one gradient per example.
+    Anything else is returned as it is.
+    """
+    data: Any = getattr(g, "data", None)
+    if is_foreign_array(data):
+        return data.settle(g, shape)
+    if is_foreign_array(g):
+        return g.settle(g, shape)
+    return g
+
+
+def zeros(shape: Any, dtype: Any) -> Any:
+    """Zeros of a recorded ``shape``: batched like the value it was read from.
+
+    Examples
+    --------
+    >>> zeros((2,), np.float64)
+    array([0., 0.])
+    """
+    make = getattr(shape, "zeros", None)
+    return make(dtype) if make is not None else np.zeros(shape, dtype)

@@ -26,10 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.registry import FUNCTION_RULES, UFUNC_RULES, Rule
+from funcdiff._core.arrays import settled
+from funcdiff._core.registry import FUNCTION_RULES, UFUNC_RULES, Rule, batch_ndim
 from funcdiff._core.tensor import Tensor
-from funcdiff.ops.dispatch import register_array_type
+from funcdiff.ops.dispatch import call, register_array_type
 from funcdiff.rules import batching
+from funcdiff.rules.structure import SELECT
 
 __all__ = [
     "Batched",
@@ -38,6 +40,8 @@ __all__ = [
     "VmapFallbackWarning",
     "unwrap_level",
     "run_rule",
+    "enter",
+    "leave",
 ]
 
 _IDS = itertools.count(1)
@@ -55,12 +59,15 @@ class Level:
     """One ``vmap`` call: its batch size, its order among nested calls (``index``:
     inner calls have higher ones) and the names of functions that already warned."""
 
-    __slots__ = ("size", "index", "warned")
+    __slots__ = ("size", "index", "warned", "active")
 
     def __init__(self, size: int) -> None:
         self.size = size
         self.index = next(_IDS)
         self.warned: set[str] = set()
+        #: True while the vmap call runs; a cotangent of a returned call that reaches a
+        #: shared value is summed over the batch (see ``funcdiff._core.arrays.settled``).
+        self.active = True
 
 
 _ARRAY_LIKE = (np.ndarray, np.generic, Tensor)
@@ -80,6 +87,24 @@ def _rebuild(like: Any, items: list) -> Any:
     return make(items) if make is not None else type(like)(items)
 
 
+class LogicalShape(tuple):
+    """The shape of one example of a batched value, with the levels it is batched in."""
+
+    levels: tuple[Level, ...]
+
+    def __new__(cls, dims: Any, levels: tuple[Level, ...]) -> LogicalShape:
+        new = super().__new__(cls, dims)
+        new.levels = levels
+        return new
+
+    def zeros(self, dtype: Any) -> Any:
+        """Zeros of this shape, batched in the same levels."""
+        out: Any = np.zeros(tuple(lv.size for lv in reversed(self.levels)) + tuple(self), dtype)
+        for lv in reversed(self.levels):
+            out = Batched(out, lv)
+        return out
+
+
 class Batched:
     """A batch of arrays: ``value`` holds the examples along axis 0."""
 
@@ -92,8 +117,10 @@ class Batched:
     # ---------------------------------------------------------------- metadata
     @property
     def shape(self) -> tuple[int, ...]:
-        """The shape of one example."""
-        return tuple(self.value.shape[1:])
+        """The shape of one example (a tuple that also records the levels it is
+        batched in, for the derivatives: ``funcdiff._core.arrays.settled``)."""
+        inner = self.value.shape
+        return LogicalShape(inner[1:], (self.level, *getattr(inner, "levels", ())))
 
     @property
     def ndim(self) -> int:
@@ -153,6 +180,18 @@ class Batched:
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         raise _conversion("conversion to an ndarray (np.asarray, or a write into an ndarray)")
+
+    def settle(self, owner: Any, shape: Any) -> Any:
+        """``owner`` (this value, or a Tensor holding it) as the cotangent of a value of
+        shape ``shape``: summed over the batch when the value was shared by the examples
+        of a vmap call that has returned, else itself."""
+        if self.level.active or self.level in getattr(shape, "levels", ()):
+            return owner
+        if isinstance(owner, Tensor):
+            total = np.sum(leave(owner, self.level, 0), axis=0)
+        else:
+            total = np.sum(self.value, axis=0)
+        return settled(total, shape)
 
     def whole_batch(self) -> Any:
         """The physical array, for a rule's test that must hold in every example
@@ -601,3 +640,78 @@ def _write_out(out: Any, result: Any) -> Any:
             raise _in_place("out=, or an augmented assignment such as out += x")
         target[...] = r
     return out if isinstance(out, tuple) and len(out) > 1 else targets[0]
+
+
+# ---------------------------------------------------------------- Tensors in and out
+# A Tensor mapped by vmap becomes a Tensor whose data is batched, and a Tensor result
+# whose data is batched becomes a Tensor of the stacked results, through two recorded
+# operations: the derivatives of a vmapped function (grad(vmap(f))) flow through them.
+def _enter(x: Any, level: Level, dim: int) -> Batched:
+    return Batched(x if dim == 0 else np.moveaxis(x, dim, 0), level)
+
+
+def _enter_vjp(g: Any, ans: Any, x: Any, level: Level, dim: int) -> Any:
+    rows = batch_ndim(g, ans)
+    if isinstance(g, Batched) and g.level is level:
+        return np.moveaxis(g.value, 0, rows + dim)
+    return np.expand_dims(g, rows + dim)  # the same for every example: broadcast
+
+
+def _enter_jvp(t: Any, ans: Any, x: Any, level: Level, dim: int) -> Any:
+    return Batched(np.moveaxis(t, batch_ndim(t, x) + dim, 0), level)
+
+
+def _leave(x: Any, level: Level, dim: int) -> Any:
+    if not (isinstance(x, Batched) and x.level is level):  # the same for every example
+        x = np.broadcast_to(np.expand_dims(x, 0), (level.size, *np.shape(x)))
+        return x if dim == 0 else np.moveaxis(x, 0, dim)
+    return x.value if dim == 0 else np.moveaxis(x.value, 0, dim)
+
+
+def _leave_vjp(g: Any, ans: Any, x: Any, level: Level, dim: int) -> Any:
+    return Batched(np.moveaxis(g, batch_ndim(g, ans) + dim, 0), level)
+
+
+def _leave_jvp(t: Any, ans: Any, x: Any, level: Level, dim: int) -> Any:
+    rows = batch_ndim(t, x)
+    if isinstance(t, Batched) and t.level is level:
+        return np.moveaxis(t.value, 0, rows + dim)
+    return np.expand_dims(t, rows + dim)
+
+
+_ENTER = Rule(
+    "vmap_in",
+    _enter,
+    vjps={0: _enter_vjp},
+    jvps={0: _enter_jvp},
+    nondiff_args=frozenset({1, 2, "level", "dim"}),
+    structure=SELECT,
+)
+_LEAVE = Rule(
+    "vmap_out",
+    _leave,
+    vjps={0: _leave_vjp},
+    jvps={0: _leave_jvp},
+    nondiff_args=frozenset({1, 2, "level", "dim"}),
+    structure=SELECT,
+)
+
+
+def enter(x: Any, level: Level, dim: int) -> Any:
+    """``x`` mapped along ``dim`` at ``level``: a batched value, or for a Tensor a
+    Tensor whose data is one (recorded, so derivatives flow back to ``x``)."""
+    if isinstance(x, Tensor):
+        if not x.requires_grad:
+            return Tensor(_enter(x.data, level, dim))
+        return call(_ENTER, (x, level, dim))
+    return _enter(x, level, dim)
+
+
+def leave(x: Any, level: Level, dim: int) -> Any:
+    """The results of every example of ``x`` stacked along ``dim`` (broadcast when ``x``
+    does not depend on the batch): an array, or a Tensor for a Tensor."""
+    if isinstance(x, Tensor) and x.requires_grad:
+        return call(_LEAVE, (x, level, dim))
+    if isinstance(x, Tensor):
+        return Tensor(_leave(x.data, level, dim))
+    return _leave(x, level, dim)

@@ -10,7 +10,7 @@ import numpy as np
 
 from funcdiff._core.tensor import Tensor
 from funcdiff._functional_args import check_callable, check_choice
-from funcdiff.func._batching import Batched, Level, unwrap_level
+from funcdiff.func._batching import Batched, Level, enter, leave
 from funcdiff.func._pytree import tree_flatten, tree_unflatten
 
 __all__ = ["vmap"]
@@ -60,10 +60,6 @@ def _describe(x: Any) -> str:
     return f"a {type(x).__name__}"
 
 
-def _move_in(x: Any, d: int, level: Level) -> Batched:
-    return Batched(x if d == 0 else np.moveaxis(x, d, 0), level)
-
-
 def _size_of(leaves: list, dims: list) -> int:
     size: int | None = None
     first = -1
@@ -97,34 +93,29 @@ def _size_of(leaves: list, dims: list) -> int:
     return size
 
 
+def _batched_at(x: Any, level: Level) -> bool:
+    data = x.data if isinstance(x, Tensor) else x
+    return isinstance(data, Batched) and data.level is level
+
+
 def _move_out(x: Any, d: Any, level: Level, k: int) -> Any:
-    physical = unwrap_level(x, level)
-    if isinstance(x, Tensor) and isinstance(x.data, Batched) and x.data.level is level:
-        raise RuntimeError(
-            "vmap: the mapped function returned a Tensor recorded on batched values of "
-            "this vmap; differentiate inside the mapped function (vmap(grad(f))) or pass "
-            "the differentiated Tensors as mapped arguments"
-        )
     if d is None:
-        if physical is not None:
+        if _batched_at(x, level):
             raise ValueError(
                 f"vmap: out_dims is None for output leaf {k}, but that output differs "
                 "between examples: give it an output dimension"
             )
         return x
-    if physical is None:  # the same for every example: broadcast along the batch
-        if isinstance(x, (bool, int, float, complex)):
-            x = np.asarray(x)
-        physical = np.broadcast_to(np.expand_dims(x, 0), (level.size, *np.shape(x)))
-        if type(physical) is np.ndarray:
-            physical = physical.copy()
-    ndim = len(physical.shape)
+    ndim = len(np.shape(x)) + 1
     if not -ndim <= d < ndim:
         raise ValueError(
             f"vmap: out_dims gives dimension {d} for output leaf {k}, which has "
             f"{ndim - 1} dimensions per example"
         )
-    return physical if d == 0 else np.moveaxis(physical, 0, d)
+    out = leave(x, level, int(d) % ndim)
+    if type(out) is np.ndarray and not out.flags.writeable:
+        out = out.copy()  # broadcast along the batch: a copy the caller may write to
+    return out
 
 
 def _run(
@@ -138,8 +129,11 @@ def _run(
     out_dims: Any,
 ) -> Any:
     level = Level(size)
-    mapped = [x if d is None else _move_in(x, int(d), level) for x, d in zip(leaves, dims)]
-    out = func(*tree_unflatten(spec, mapped), **kwargs)
+    try:
+        mapped = [x if d is None else enter(x, level, int(d)) for x, d in zip(leaves, dims)]
+        out = func(*tree_unflatten(spec, mapped), **kwargs)
+    finally:
+        level.active = False
     out_leaves, out_spec = tree_flatten(out)
     try:
         odims = _broadcast(out_dims, out, "out_dims", "the output")

@@ -132,6 +132,10 @@ def like(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
     the forward on the physical array."""
     if any(f is not False for f in flags[1:]) or flags[0] is not True:
         return NotImplemented
+    if kwargs.get("shape") is not None:  # a new shape per example
+        shape = kwargs["shape"]
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        kwargs = {**kwargs, "shape": (size, *shape)}
     return rule.fn(*args, **kwargs)
 
 
