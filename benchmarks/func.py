@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, fn in cells.items():
                 per[name].append(measure(fn, per_round(budget, rounds)).median)
 
-        def ratio(a: str, b: str) -> float:
+        def ratio(a: str, b: str, per: dict = per) -> float:
             return statistics.median(x / y for x, y in zip(per[a], per[b]))
 
         entry: dict[str, Any] = {

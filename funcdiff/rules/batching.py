@@ -23,6 +23,8 @@ reduce, scan, fibre       :func:`shift_axis` when the rule reads its axes from a
                           axis of one example
 select                    :func:`gather`: the rule runs once on the positions of the
                           elements, and every example gathers its elements by them
+                          (the frequent ones declare axis arithmetic instead:
+                          :func:`reshape`, :func:`transpose`, :func:`stack` ...)
 composite (``impl``)      the composite runs on the batched values themselves
 anything else             the loop over examples
 ========================  ==============================================================
@@ -68,6 +70,16 @@ __all__ = [
     "vdot",
     "where",
     "shift_axes",
+    "reshape",
+    "ravel",
+    "transpose",
+    "swapaxes",
+    "moveaxis",
+    "squeeze",
+    "expand_dims",
+    "broadcast_to",
+    "stack",
+    "concatenate",
     "loop",
     "logical_ndim",
 ]
@@ -270,6 +282,148 @@ def gather(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> An
     if isinstance(first, (tuple, list)):
         return type(first)(pick(a, b) for a, b in zip(first, second))
     return pick(first, second)
+
+
+# ---------------------------------------------------------------- selections by axes
+# The selections that programs (and the vjps of matmul, sums and broadcasts) use most,
+# as axis arithmetic on the physical array: views, not the gathers of the default.
+def _only_first(flags: tuple) -> bool:
+    return flags[0] is True and all(f is False for f in flags[1:])
+
+
+def _argument(args: tuple, kwargs: dict, position: int, name: str, default: Any) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    return args[position] if len(args) > position else default
+
+
+def _norm(axis: Any, ndim: int) -> Any:
+    if isinstance(axis, (tuple, list)):
+        return tuple(normalize_axis_index(int(a), ndim) + 1 for a in axis)
+    return normalize_axis_index(int(axis), ndim) + 1
+
+
+def reshape(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``reshape``: the batch size in front of the new shape (``order="F"`` reshapes with
+    the batch axis last, where Fortran order leaves it alone)."""
+    if not _only_first(flags):
+        return NotImplemented
+    x = args[0]
+    shape = _argument(args, kwargs, 1, "shape", None)
+    if shape is None:
+        shape = kwargs.get("newshape")
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    order = _argument(args, kwargs, 2, "order", "C")
+    if order == "C":
+        return np.reshape(x, (size, *shape))
+    if order == "F":
+        moved = np.reshape(np.moveaxis(x, 0, -1), (*shape, size), order="F")
+        return np.moveaxis(moved, -1, 0)
+    return NotImplemented
+
+
+def ravel(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``ravel``: each example flattened (C order)."""
+    if not _only_first(flags) or _argument(args, kwargs, 1, "order", "C") != "C":
+        return NotImplemented
+    return np.reshape(args[0], (size, -1))
+
+
+def transpose(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``transpose``: the logical axes permuted (reversed by default), the batch first."""
+    if not _only_first(flags):
+        return NotImplemented
+    x = args[0]
+    ndim = np.ndim(x) - 1
+    axes = _argument(args, kwargs, 1, "axes", None)
+    order = tuple(range(ndim, 0, -1)) if axes is None else _norm(axes, ndim)
+    return np.transpose(x, (0, *order))
+
+
+def swapaxes(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``swapaxes``: both axes shift by one."""
+    if not _only_first(flags):
+        return NotImplemented
+    ndim = np.ndim(args[0]) - 1
+    a = _norm(_argument(args, kwargs, 1, "axis1", None), ndim)
+    b = _norm(_argument(args, kwargs, 2, "axis2", None), ndim)
+    return np.swapaxes(args[0], a, b)
+
+
+def moveaxis(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``moveaxis``: sources and destinations shift by one."""
+    if not _only_first(flags):
+        return NotImplemented
+    ndim = np.ndim(args[0]) - 1
+    source = _norm(_argument(args, kwargs, 1, "source", None), ndim)
+    destination = _norm(_argument(args, kwargs, 2, "destination", None), ndim)
+    return np.moveaxis(args[0], source, destination)
+
+
+def squeeze(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``squeeze``: the length-one axes of one example (never the batch axis)."""
+    if not _only_first(flags):
+        return NotImplemented
+    x = args[0]
+    shape = tuple(x.shape[1:])
+    axis = _argument(args, kwargs, 1, "axis", None)
+    if axis is None:
+        axes = tuple(i + 1 for i, n in enumerate(shape) if n == 1)
+    else:
+        axes = _norm(axis if isinstance(axis, (tuple, list)) else (axis,), len(shape))
+    return np.squeeze(x, axis=axes) if axes else x
+
+
+def expand_dims(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``expand_dims``: the new axes counted in the result of one example."""
+    if not _only_first(flags):
+        return NotImplemented
+    axis = _argument(args, kwargs, 1, "axis", None)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
+    return np.expand_dims(args[0], _norm(axes, np.ndim(args[0]) - 1 + len(axes)))
+
+
+def broadcast_to(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``broadcast_to``: each example to the shape, behind the batch axis."""
+    if not _only_first(flags) or kwargs.get("subok"):
+        return NotImplemented
+    shape = _argument(args, kwargs, 1, "shape", None)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return np.broadcast_to(_pad(args[0], True, len(shape)), (size, *shape))
+
+
+def _joined(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """The arrays to join, each with the batch in front (unbatched ones broadcast)."""
+    items = args[0]
+    marks = flags[0] if isinstance(flags[0], tuple) else None
+    if marks is None or any(f is not False for f in flags[1:]) or kwargs.get("out") is not None:
+        return None
+    return [
+        a if f else np.broadcast_to(np.expand_dims(a, 0), (size, *np.shape(a)))
+        for a, f in zip(items, marks)
+    ]
+
+
+def stack(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``stack``: the new axis counted in the result of one example."""
+    items = _joined(rule, args, kwargs, flags, size)
+    if items is None or not items:
+        return NotImplemented
+    axis = _argument(args, kwargs, 1, "axis", 0)
+    extra = {k: v for k, v in kwargs.items() if k not in ("axis", "out")}
+    return rule.fn(items, axis=_norm(axis, np.ndim(items[0])), **extra)
+
+
+def concatenate(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
+    """``concatenate``: the axis shifts by one; ``axis=None`` joins flattened examples."""
+    items = _joined(rule, args, kwargs, flags, size)
+    if items is None or not items:
+        return NotImplemented
+    axis = _argument(args, kwargs, 1, "axis", 0)
+    extra = {k: v for k, v in kwargs.items() if k not in ("axis", "out")}
+    if axis is None:
+        return rule.fn([np.reshape(a, (size, -1)) for a in items], axis=1, **extra)
+    return rule.fn(items, axis=_norm(axis, np.ndim(items[0]) - 1), **extra)
 
 
 def matmul(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> Any:
