@@ -41,6 +41,7 @@ from funcdiff.autograd import (  # noqa: F401  (exported by *autograd.__all__ be
 if TYPE_CHECKING:  # imported on first use at run time (see __getattr__)
     from funcdiff import (
         check,  # noqa: F401  (an attribute, as before; not in __all__)
+        func,
         functional,
         integrate,
         linalg,
@@ -68,6 +69,7 @@ __all__ = [
     "tensor",
     "as_tensor",
     "autograd",
+    "func",
     "functional",
     "integrate",
     "linalg",
@@ -94,6 +96,7 @@ __all__ = [
 _SUBMODULES = frozenset(
     {
         "check",
+        "func",
         "functional",
         "integrate",
         "linalg",

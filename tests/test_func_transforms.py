@@ -251,3 +251,255 @@ def test_errors_name_the_argument() -> None:
         grad(lambda s: 1.0)("abc")
     with pytest.raises(ValueError, match="chunk_size"):
         jacrev(np.sin, chunk_size=0)
+
+
+# --------------------------------------------------------------------------- every composition
+def _f(x: Any) -> Any:
+    return np.sin(x) * np.exp(x / 2)
+
+
+def _f_derivative(n: int, x: float) -> float:
+    """d^n/dx^n sin(x) e^(x/2) = Im((1/2 + i)^n e^((1/2 + i) x))."""
+    return float(np.imag((0.5 + 1j) ** n * np.exp((0.5 + 1j) * x)))
+
+
+#: Each turns a scalar function into its derivative, through one transform.
+DERIVATIVES: dict[str, Any] = {
+    "grad": grad,
+    "grad_and_value": lambda f: lambda x: grad_and_value(f)(x)[0],
+    "jacrev": jacrev,
+    "jacfwd": jacfwd,
+    "vjp": lambda f: lambda x: vjp(f, x)[1](1.0)[0],
+    "jvp": lambda f: lambda x: jvp(f, (x,), (1.0,))[1],
+    "linearize": lambda f: lambda x: linearize(f, x)[1](1.0),
+}
+
+
+@pytest.mark.parametrize("outer", sorted(DERIVATIVES))
+@pytest.mark.parametrize("middle", sorted(DERIVATIVES))
+def test_every_transform_composes_with_every_other_to_depth_three(outer: str, middle: str) -> None:
+    x = 0.3
+    for inner in sorted(DERIVATIVES):
+        d3 = DERIVATIVES[outer](DERIVATIVES[middle](DERIVATIVES[inner](_f)))
+        value = d3(x)
+        assert isinstance(value, np.ndarray) and np.shape(value) == (), (outer, middle, inner)
+        np.testing.assert_allclose(value, _f_derivative(3, x), rtol=1e-12, err_msg=inner)
+    # hessian counts twice, inside or outside.
+    np.testing.assert_allclose(
+        DERIVATIVES[outer](DERIVATIVES[middle](hessian(_f)))(x), _f_derivative(4, x), rtol=1e-12
+    )
+    np.testing.assert_allclose(
+        hessian(DERIVATIVES[outer](DERIVATIVES[middle](_f)))(x), _f_derivative(4, x), rtol=1e-12
+    )
+
+
+def test_compositions_on_vectors_match_finite_differences() -> None:
+    A = RNG.normal(size=(3, 3))
+
+    def f(x: np.ndarray) -> Any:
+        return np.sum(np.tanh(A @ x) ** 2) + x[0] * x[1] * x[2]
+
+    x = RNG.normal(size=3)
+    h = hessian(f)(x)
+    assert h.shape == (3, 3)
+    np.testing.assert_allclose(h, h.T, atol=1e-12)
+    np.testing.assert_allclose(h, central_jacobian(grad(f), x), atol=1e-7)
+    for third in (
+        jacfwd(jacrev(jacrev(f))),
+        jacrev(jacfwd(jacrev(f))),
+        jacrev(hessian(f)),
+        jacfwd(jacfwd(grad(f))),
+    ):
+        t = third(x)
+        assert t.shape == (3, 3, 3)
+        np.testing.assert_allclose(t, central_jacobian(hessian(f), x), atol=1e-6)
+    # Gradient of a Hessian-vector product (jvp of grad), against the third derivative.
+    v = RNG.normal(size=3)
+    hvp = lambda x: jvp(grad(f), (x,), (v,))[1]  # noqa: E731
+    np.testing.assert_allclose(hvp(x), h @ v, rtol=1e-12)
+    np.testing.assert_allclose(
+        jacrev(hvp)(x), np.einsum("ijk,k->ij", jacfwd(hessian(f))(x), v), atol=1e-12
+    )
+
+
+def test_transforms_over_code_that_calls_the_engine_and_functional() -> None:
+    x = RNG.normal(size=3)
+
+    def through_engine(x: Any) -> Any:
+        # The gradient of sum(x^3) by the engine, inside the function: 3x^2.
+        (g,) = fd.grad(np.sum(x**3), x, create_graph=True)
+        return np.sum(g * x)  # 3 sum x^3
+
+    np.testing.assert_allclose(grad(through_engine)(x), 9 * x**2, rtol=1e-12)
+    np.testing.assert_allclose(grad(grad(through_engine))(0.5), 18 * 0.5, rtol=1e-12)
+    np.testing.assert_allclose(hessian(through_engine)(x), np.diag(18 * x), rtol=1e-12)
+
+    def through_functional(x: Any) -> Any:
+        # The Hessian of sum(x^4) by funcdiff.functional: diag(12 x^2); its trace.
+        h = F.hessian(lambda t: np.sum(t**4), x, create_graph=True)
+        return np.trace(h)
+
+    np.testing.assert_allclose(grad(through_functional)(x), 24 * x, rtol=1e-12)
+    np.testing.assert_allclose(jacfwd(grad(through_functional))(x), 24 * np.eye(3), rtol=1e-12)
+    np.testing.assert_allclose(
+        grad(grad(grad(lambda s: through_functional(s * np.ones(2)))))(0.4), 0.0, atol=1e-12
+    )
+
+    def with_an_inner_leaf(x: Any) -> Any:
+        # A leaf made inside, differentiated inside: d/dw (w x^2) = x^2.
+        w = fd.tensor(2.0, requires_grad=True)
+        (gw,) = fd.grad(np.sum(w * x**2), w, create_graph=True)
+        return gw
+
+    np.testing.assert_allclose(grad(with_an_inner_leaf)(x), 2 * x, rtol=1e-12)
+
+
+def test_a_closure_over_a_tensor_keeps_its_gradient() -> None:
+    # The transform's result depends on w through the closure: it stays a Tensor
+    # connected to w, so that w's gradient is not dropped.
+    w = fd.tensor([1.0, -2.0], requires_grad=True)
+    x = np.array([0.5, 3.0])
+    g = grad(lambda x: np.sum(w * x**2))(x)
+    assert isinstance(g, fd.Tensor) and g.requires_grad
+    np.testing.assert_allclose(g.data, 2 * w.data * x)
+    np.sum(g).backward()
+    np.testing.assert_allclose(w.grad.data, 2 * x)
+    # The same with the argument a Tensor that requires grad.
+    xt = fd.tensor(x, requires_grad=True)
+    g = grad(lambda x: np.sum(x**3))(xt)
+    (gg,) = fd.grad(np.sum(g), xt)
+    np.testing.assert_allclose(gg.data, 6 * x)
+
+
+# --------------------------------------------------------------------------- dtypes and edges
+def test_dtypes_follow_the_inputs() -> None:
+    g32 = grad(lambda x: np.sum(x**2))(np.ones(2, dtype=np.float32))
+    assert g32.dtype == np.float32 and np.allclose(g32, 2.0)
+    z = np.array([1 + 2j, 0.5 - 1j])
+    # torch's convention for a real function of complex inputs: the conjugate
+    # Wirtinger gradient times two, 2z for |z|^2.
+    np.testing.assert_allclose(grad(lambda z: np.sum(np.abs(z) ** 2))(z), 2 * z)
+    out, t = jvp(lambda z: z**2, (z,), (np.ones(2, dtype=complex),))
+    np.testing.assert_allclose(t, 2 * z)
+    for transform in (jacrev, jacfwd):
+        with pytest.raises(RuntimeError, match="expected all inputs to be real, got complex"):
+            transform(lambda z: z**2)(z)
+        with pytest.raises(RuntimeError, match="expected all outputs to be real"):
+            transform(lambda x: x * 1j)(np.ones(2))
+
+
+def test_constant_and_empty_outputs_and_inputs() -> None:
+    x = np.array([1.0, 2.0])
+    np.testing.assert_array_equal(jacrev(lambda x: np.arange(3))(x), np.zeros((3, 2)))
+    np.testing.assert_array_equal(jacfwd(lambda x: np.ones((2, 2)))(x), np.zeros((2, 2, 2)))
+    assert jacrev(lambda x: np.sum(x) * np.ones(4))(np.zeros(0)).shape == (4, 0)
+    assert jacfwd(lambda x: x * 2)(np.zeros(0)).shape == (0, 0)
+    # An output that does not depend on the differentiated argument.
+    j = jacrev(lambda x, y: (x * 2, y), argnums=0)(x, 3.0)
+    np.testing.assert_array_equal(j[1], np.zeros(2))
+    _, vjp_fn = vjp(lambda x, y: x * 2, x, np.ones(3))
+    gx, gy = vjp_fn(np.ones(2))
+    np.testing.assert_array_equal(gy, np.zeros(3))
+    _, t = jvp(lambda x: (x, 5.0), (x,), (np.ones(2),))
+    assert t[1] == 0.0
+
+
+def test_linearize_runs_the_function_once() -> None:
+    calls = []
+
+    def f(x: Any) -> Any:
+        calls.append(1)
+        return np.sin(x) * x
+
+    x = np.array([0.2, 0.4])
+    out, jvp_fn = linearize(f, x)
+    for v in np.eye(2):
+        np.testing.assert_allclose(jvp_fn(v), (np.sin(x) + x * np.cos(x)) * v, rtol=1e-12)
+    assert len(calls) == 1
+    with pytest.raises(ValueError, match=r"jvp_fn: tangents: leaf 0 has shape \(3,\)"):
+        jvp_fn(np.ones(3))
+
+
+def test_more_errors() -> None:
+    with pytest.raises(TypeError, match="primals must be a tuple or list"):
+        jvp(np.sin, np.ones(2), (np.ones(2),))
+    with pytest.raises(TypeError, match="tangents must be a tuple or list"):
+        jvp(np.sin, (np.ones(2),), np.ones(2))
+    with pytest.raises(TypeError, match="argnums must be an int or a tuple of ints"):
+        grad(lambda x: x, argnums=True)(1.0)
+    with pytest.raises(ValueError, match="must not repeat"):
+        grad(lambda x, y: x * y, argnums=(0, -2))(1.0, 2.0)
+    with pytest.raises(ValueError, match="at least one argument"):
+        grad(lambda x: x, argnums=())(1.0)
+    with pytest.raises(ValueError, match="got a tuple of length 3"):
+        jacrev(lambda x: (x, x, x), has_aux=True)(np.ones(2))
+    with pytest.raises(RuntimeError, match=r"got shape \(1,\)"):
+        grad(lambda x: np.sum(x, keepdims=True))(np.ones(2))
+    with pytest.raises(RuntimeError, match="got a tuple of length 2"):
+        grad(lambda x: (x, x))(1.0)
+    with pytest.raises(ValueError, match="randomness must be 'error', 'same' or 'different'"):
+        jacfwd(np.sin, randomness="sometimes")
+    with pytest.raises(TypeError, match="func must be callable"):
+        grad(3)
+    _, vjp_fn = vjp(np.sin, np.ones(2))
+    with pytest.raises(ValueError, match=r"cotangents: leaf 0 has shape \(\)"):
+        vjp_fn(1.0)
+    with pytest.raises(TypeError, match="cotangents: leaf 0 must be an ndarray or a number"):
+        vjp_fn("ab")
+    with pytest.raises(TypeError, match="argument 0, leaf 1, must hold floating point"):
+        grad(lambda p: 1.0)([1.0, np.array(["a"])])
+    # An error inside the function leaves no transform level behind.
+    with pytest.raises(ZeroDivisionError):
+        grad(lambda x: 1 / 0)(1.0)
+    assert isinstance(grad(np.sin)(0.0), np.ndarray)
+
+
+def test_vjp_and_linearize_keep_the_point_they_were_called_at() -> None:
+    x = np.array([1.0, 2.0])
+    _, vjp_fn = vjp(lambda x: x**2, x)
+    _, jvp_fn = linearize(lambda x: x**3, x)
+    x[:] = 100.0  # the caller reuses its array
+    np.testing.assert_array_equal(vjp_fn(np.ones(2))[0], [2.0, 4.0])
+    np.testing.assert_array_equal(jvp_fn(np.ones(2)), [3.0, 12.0])
+    # grad reads the array without copying it, and leaves it as it was.
+    y = np.array([3.0, 4.0])
+    np.testing.assert_array_equal(grad(lambda y: np.sum(y**2))(y), [6.0, 8.0])
+    np.testing.assert_array_equal(y, [3.0, 4.0])
+
+
+def test_functional_over_the_transforms_and_hessian_of_a_dict() -> None:
+    def f(x: Any) -> Any:
+        return np.sum(np.sin(x) * x**2)
+
+    x = RNG.normal(size=3)
+    # funcdiff.functional differentiates a transformed function: its inputs are Tensors
+    # that require grad, so the transform's result stays connected to them.
+    ref = hessian(f)(x)
+    np.testing.assert_allclose(F.jacobian(grad(f), fd.tensor(x)).data, ref, rtol=1e-12)
+    np.testing.assert_allclose(
+        F.jacobian(jacrev(f), fd.tensor(x), vectorize=True).data, ref, rtol=1e-12
+    )
+    # Hessian blocks of a dict of parameters, against functional.hessian on a tuple.
+    p = {"a": RNG.normal(size=2), "b": [RNG.normal(size=(2, 2))]}
+
+    def g(p: dict) -> Any:
+        return np.sum(np.tanh(p["b"][0] @ p["a"]) ** 2) * np.sum(p["a"])
+
+    h = hessian(g)(p)
+    ref_blocks = F.hessian(
+        lambda a, b: g({"a": a, "b": [b]}), (fd.tensor(p["a"]), fd.tensor(p["b"][0]))
+    )
+    np.testing.assert_allclose(h["a"]["a"], ref_blocks[0][0].data, rtol=1e-12)
+    np.testing.assert_allclose(h["a"]["b"][0], ref_blocks[0][1].data, rtol=1e-12)
+    np.testing.assert_allclose(h["b"][0]["a"], ref_blocks[1][0].data, rtol=1e-12)
+    np.testing.assert_allclose(h["b"][0]["b"][0], ref_blocks[1][1].data, rtol=1e-12)
+    assert h["b"][0]["b"][0].shape == (2, 2, 2, 2)
+
+
+def test_an_aux_over_a_tensor_keeps_its_gradient() -> None:
+    w = fd.tensor(3.0, requires_grad=True)
+    g, aux = grad(lambda x: (x**2, w * x), has_aux=True)(2.0)
+    # Only the aux reaches w: the gradient is an ndarray, the aux a Tensor.
+    assert type(g) is np.ndarray and g == 4.0 and isinstance(aux, fd.Tensor)
+    aux.backward()
+    assert w.grad.item() == 2.0

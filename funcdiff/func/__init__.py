@@ -20,6 +20,7 @@ array([[2.]])
 
 from __future__ import annotations
 
+from funcdiff.func._products import jvp, linearize, vjp
 from funcdiff.func._pytree import (
     TreeSpec,
     ravel_pytree,
@@ -35,9 +36,6 @@ from funcdiff.func._transforms import (
     hessian,
     jacfwd,
     jacrev,
-    jvp,
-    linearize,
-    vjp,
 )
 from funcdiff.func._vmap import vmap
 

@@ -68,7 +68,7 @@ class TreeSpec:
         if self.kind == "list":
             return "[" + ", ".join(inner) + "]"
         name = self.context.__name__ if self.kind == "namedtuple" else ""
-        comma = "," if len(inner) == 1 else ""
+        comma = "," if len(inner) == 1 and self.kind == "tuple" else ""
         return f"{name}(" + ", ".join(inner) + comma + ")"
 
     def is_leaf(self) -> bool:

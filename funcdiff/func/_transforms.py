@@ -1,9 +1,11 @@
-"""torch.func's transforms over plain NumPy functions: grad, vjp, jvp, Jacobians, Hessians.
+"""torch.func's transforms over plain NumPy functions: grad, Jacobians, Hessians.
 
-Each transform copies the differentiated arguments (every leaf of their pytrees) into
-fresh leaf Tensors, runs the function on them under :class:`funcdiff.enable_grad`, and
-asks the engine (:func:`funcdiff.grad`) or forward mode (``funcdiff._jacobian``) for
-the derivative. Results leave as ndarrays.
+Each transform makes fresh leaf Tensors for the differentiated arguments (every leaf of
+their pytrees: views of the caller's arrays, or copies where a returned function runs
+later), runs the function on them under :class:`funcdiff.enable_grad`, and asks the
+engine (:func:`funcdiff.grad`) or forward mode (``funcdiff._jacobian``) for the
+derivative. Results leave as ndarrays. ``vjp``, ``jvp`` and ``linearize`` are in
+:mod:`funcdiff.func._products`.
 
 Nesting works as ``funcdiff.functional``'s ``create_graph=True`` does: a transform
 that runs inside another one (the thread's depth of transforms is above zero), whose
@@ -28,7 +30,7 @@ from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.graph import SEQUENCE, AccumulateGrad, Node
 from funcdiff._core.tensor import Tensor, gradient_edge, tensor, wrap
 from funcdiff._functional_args import check_argnums, check_callable, check_choice, check_chunk_size
-from funcdiff._jacobian import jacobian_forward, jacobian_reverse, push_tangents
+from funcdiff._jacobian import jacobian_forward, jacobian_reverse
 from funcdiff.autograd import enable_grad
 from funcdiff.autograd import grad as autograd_grad
 from funcdiff.func._pytree import TreeSpec, tree_flatten, tree_unflatten
@@ -43,10 +45,9 @@ __all__ = [
     "is_nested",
     "jacfwd",
     "jacrev",
-    "jvp",
-    "linearize",
+    "keep_graph",
     "positions",
-    "vjp",
+    "zeros_like_leaf",
 ]
 
 Argnums = int | tuple[int, ...]
@@ -93,9 +94,14 @@ def positions(argnums: Any, nargs: int, name: str) -> tuple[int, ...]:
     return tuple(result)
 
 
-def _leaf_tensor(x: Any, where: str) -> tuple[Tensor, bool]:
+def _leaf_tensor(x: Any, where: str, copy: bool = True) -> tuple[Tensor, bool]:
     """A fresh Tensor to differentiate with respect to, standing for ``x``, and whether
-    it is a recorded alias of a Tensor that requires grad (an outer transform's)."""
+    it is a recorded alias of a Tensor that requires grad (an outer transform's).
+
+    Without ``copy`` the leaf shares the caller's array: safe while the derivative is
+    computed before the transform returns, since funcdiff never writes into a leaf that
+    requires grad; ``vjp`` and ``linearize`` return functions that run later, after the
+    caller may have changed the array, so they copy."""
     if isinstance(x, Tensor):
         if x.requires_grad:
             return x.reshape(x.shape), True
@@ -113,6 +119,10 @@ def _leaf_tensor(x: Any, where: str) -> tuple[Tensor, bool]:
         data = data.astype(np.float64)
     elif data.dtype.kind not in "fc":
         raise TypeError(f"{where} must hold floating point or complex numbers, got {data.dtype}")
+    if not copy:
+        if type(data) is not np.ndarray and isinstance(data, np.ndarray):
+            data = np.asarray(data)  # a subclass (np.matrix, ...) as a plain array
+        return wrap(data, True, None, 0), False
     return tensor(data, requires_grad=True), False
 
 
@@ -131,13 +141,20 @@ class Prepared:
         The structure of each differentiated argument.
     outer : bool
         Whether an argument was a Tensor that requires grad (kept connected).
+    nested : bool
+        Whether the call runs inside another transform's function.
     start : int
         The graph's sequence number before the leaves were made: a node older than
         this belongs to an outer computation.
+
+    ``copy`` makes the leaves copies of the arguments instead of views of them.
     """
 
-    def __init__(self, args: Sequence[Any], where: Sequence[int], name: str) -> None:
+    def __init__(
+        self, args: Sequence[Any], where: Sequence[int], name: str, copy: bool = False
+    ) -> None:
         self.start = next(SEQUENCE)
+        self.nested = is_nested()
         self.args = list(args)
         self.positions = tuple(where)
         self.leaves: list[Tensor] = []
@@ -149,7 +166,7 @@ class Prepared:
             made = []
             for k, leaf in enumerate(leaves):
                 where_k = f"{name}: argument {p}" + (f", leaf {k}," if not spec.is_leaf() else "")
-                t, alias = _leaf_tensor(leaf, where_k)
+                t, alias = _leaf_tensor(leaf, where_k, copy)
                 self.outer |= alias
                 made.append(t)
             self.args[p] = tree_unflatten(spec, made)
@@ -165,6 +182,18 @@ class Prepared:
             k += n
         return out
 
+    def finish(self, x: Any, keep: bool) -> Any:
+        """:func:`finish` for a result of this call: at the top level, where ``keep``
+        came from a closure, only a result that reaches outside stays a Tensor."""
+        if keep and isinstance(x, Tensor) and x.requires_grad and not (self.nested or self.outer):
+            keep = self.reaches_outside([x])
+        return finish(x, keep)
+
+    def finish_tree(self, tree: Any, keep: bool) -> Any:
+        """:meth:`finish` for every leaf of ``tree``."""
+        leaves, spec = tree_flatten(tree)
+        return tree_unflatten(spec, [self.finish(x, keep) for x in leaves])
+
     def reaches_outside(self, outputs: Sequence[Any]) -> bool:
         """Whether ``outputs`` depend on a Tensor that requires grad other than the leaves
         (a closure over an outer transform's value, or a user's leaf)."""
@@ -179,15 +208,18 @@ class Prepared:
             for o in outputs
             if isinstance(o, Tensor) and o.requires_grad and o.grad_fn is None
         ]
-        seen: set[Node] = set()
+        seen = own  # own leaves end the walk like nodes already seen
+        start, push, pop, add = self.start, stack.append, stack.pop, seen.add
         while stack:
-            node = stack.pop()
-            if node in seen or node in own:
+            node = pop()
+            if node in seen:
                 continue
-            if node.seq < self.start or isinstance(node, AccumulateGrad):
+            if node.seq < start or type(node) is AccumulateGrad:
                 return True
-            seen.add(node)
-            stack.extend(e[0] for e in node.edges if e is not None)
+            add(node)
+            for e in node.edges:
+                if e is not None:
+                    push(e[0])
         return False
 
 
@@ -210,6 +242,8 @@ def call(
 def _describe(x: Any) -> str:
     if isinstance(x, (tuple, list)):
         return f"a {type(x).__name__} of length {len(x)}"
+    if isinstance(x, (Tensor, np.ndarray)):
+        return f"an array of shape {x.shape}"
     return f"a {type(x).__name__}"
 
 
@@ -217,20 +251,23 @@ def finish(x: Any, keep: bool) -> Any:
     """A result as the user sees it: an ndarray, or a Tensor where ``keep`` and it is
     connected to a graph (nested transforms differentiate it again)."""
     if isinstance(x, Tensor):
-        return x if keep and x.requires_grad else x.data
+        if keep and x.requires_grad:
+            return x
+        data = x.data
+        # A NumPy scalar as a 0-d array; anything else (an ndarray, or another array
+        # type that a Tensor may hold) as it is.
+        return np.asarray(data) if isinstance(data, np.generic) else data
     return x
 
 
-def _finish_tree(tree: Any, keep: bool) -> Any:
-    leaves, spec = tree_flatten(tree)
-    return tree_unflatten(spec, [finish(x, keep) for x in leaves])
+def keep_graph(prepared: Prepared, outputs: Sequence[Any], nested: bool, aux: Any) -> bool:
+    """Whether to record the derivative and hand out connected Tensors: inside another
+    transform, or when the output or ``aux`` depends on an outer Tensor."""
+    return nested or prepared.outer or prepared.reaches_outside([*outputs, *tree_flatten(aux)[0]])
 
 
-def _keep_graph(prepared: Prepared, outputs: Sequence[Any], nested: bool) -> bool:
-    return nested or prepared.outer or prepared.reaches_outside(outputs)
-
-
-def _zeros_for(t: Tensor, lead: tuple[int, ...] = ()) -> np.ndarray:
+def zeros_like_leaf(t: Tensor, lead: tuple[int, ...] = ()) -> np.ndarray:
+    """The zero derivative of a leaf (after ``lead`` axes), in its dtype."""
     return np.zeros(lead + t.shape, dtype=t.dtype)
 
 
@@ -263,19 +300,19 @@ def _grad_and_value(
     prepared = Prepared(args, positions(argnums, len(args), name), name)
     output, aux = call(func, prepared, kwargs, has_aux, name)
     _check_scalar(output, name)
-    keep = _keep_graph(prepared, [output], nested)
+    keep = keep_graph(prepared, [output], nested, aux)
     if isinstance(output, Tensor) and output.requires_grad:
         grads = autograd_grad(output, prepared.leaves, create_graph=keep, allow_unused=True)
     else:
         grads = (None,) * len(prepared.leaves)
     values = [
-        _zeros_for(t) if g is None else finish(g, keep)
+        zeros_like_leaf(t) if g is None else prepared.finish(g, keep)
         for g, t in zip(grads, prepared.leaves, strict=True)
     ]
     return (
         _pick(argnums, prepared.per_position(values)),
-        finish(output, keep),
-        _finish_tree(aux, keep) if has_aux else None,
+        prepared.finish(output, keep),
+        prepared.finish_tree(aux, keep) if has_aux else None,
     )
 
 
@@ -359,218 +396,6 @@ def grad_and_value(
     return grad_and_value_f
 
 
-# --------------------------------------------------------------------------- vjp
-def _check_like(
-    given: Any, expected: Sequence[Any], spec: TreeSpec, what: str, of: str
-) -> list[Any]:
-    """The leaves of ``given``, which must have ``spec``'s structure and ``expected``'s
-    shapes; ValueError naming ``what`` otherwise."""
-    leaves, given_spec = tree_flatten(given)
-    if given_spec != spec:
-        raise ValueError(f"{what} must have the structure of {of}, {spec!r}, got {given_spec!r}")
-    for k, (a, b) in enumerate(zip(leaves, expected, strict=True)):
-        if not isinstance(a, (Tensor, np.ndarray, int, float, complex, np.number)) or isinstance(
-            a, (bool, np.bool_)
-        ):
-            raise TypeError(f"{what}: leaf {k} must be an ndarray or a number, got {type(a)}")
-        if np.shape(a) != np.shape(b):
-            raise ValueError(
-                f"{what}: leaf {k} has shape {np.shape(a)}, but {of} has shape {np.shape(b)} there"
-            )
-    return leaves
-
-
-def _as_seed(v: Any, like: Any, graph: bool) -> Any:
-    """A cotangent or tangent in ``like``'s dtype: a Tensor under ``graph``."""
-    if isinstance(v, Tensor):
-        return v if graph else v.data
-    dtype = like.dtype if isinstance(like, (Tensor, np.ndarray)) else np.dtype(np.float64)
-    arr = np.asarray(v, dtype=dtype if dtype.kind in "fc" else np.float64)
-    return wrap(arr, False, None, 0) if graph else arr
-
-
-def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
-    """The value of ``func`` at ``primals`` and its vector-Jacobian product function.
-
-    Parameters
-    ----------
-    func : callable
-        Plain NumPy code; returns a pytree of arrays (``(output, aux)`` with ``has_aux``).
-    *primals
-        The point: every argument is differentiated (ndarrays, numbers, or tuples,
-        lists and dicts of them).
-    has_aux : bool
-        ``func`` returns ``(output, aux)``.
-
-    Returns
-    -------
-    output
-        ``func(*primals)`` with ndarray leaves.
-    vjp_fn : callable
-        ``vjp_fn(cotangents)``, with ``cotangents`` structured and shaped like
-        ``output``, returns a tuple with one gradient per primal, each shaped like it.
-        It may be called any number of times.
-    aux
-        Only with ``has_aux``.
-
-    Raises
-    ------
-    ValueError
-        From ``vjp_fn``: cotangents of another structure or shape than the output.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from funcdiff.func import vjp
-    >>> out, vjp_fn = vjp(lambda x: x ** 2, np.array([1.0, 2.0]))
-    >>> vjp_fn(np.array([1.0, 10.0]))
-    (array([ 2., 40.]),)
-    """
-    check_callable(func, "func")
-    nested = is_nested()
-    prepared = Prepared(primals, range(len(primals)), "vjp")
-    output, aux = call(func, prepared, {}, has_aux, "vjp")
-    outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested)
-
-    def vjp_fn(cotangents: Any) -> tuple:
-        cots = _check_like(cotangents, outs, out_spec, "vjp_fn: cotangents", "the output")
-        graph = keep or is_nested() or any(isinstance(c, Tensor) and c.requires_grad for c in cots)
-        live = [(o, c) for o, c in zip(outs, cots) if isinstance(o, Tensor) and o.requires_grad]
-        grads: Sequence[Tensor | None] = (None,) * len(prepared.leaves)
-        if live and prepared.leaves:
-            grads = autograd_grad(
-                [o for o, _ in live],
-                prepared.leaves,
-                [_as_seed(c, o, graph) for o, c in live],
-                retain_graph=True,
-                create_graph=graph,
-                allow_unused=True,
-            )
-        values = [
-            _zeros_for(t) if g is None else finish(g, graph)
-            for g, t in zip(grads, prepared.leaves, strict=True)
-        ]
-        return tuple(prepared.per_position(values))
-
-    result = (_finish_tree(output, keep), vjp_fn)
-    return (*result, _finish_tree(aux, keep)) if has_aux else result
-
-
-# --------------------------------------------------------------------------- jvp
-def _push(prepared: Prepared, outs: list[Any], tangents: list[Any], graph: bool) -> list[Any]:
-    """``J t`` for every output leaf (zeros where an output does not depend on the
-    primals), as ndarrays, or Tensors under ``graph``."""
-    live = [o for o in outs if isinstance(o, Tensor) and o.requires_grad]
-    pushed: list[Any] = []
-    if live and prepared.leaves:
-        seeds = [_as_seed(t, leaf, graph) for t, leaf in zip(tangents, prepared.leaves)]
-        pushed = push_tangents(live, prepared.leaves, seeds, graph)
-    by_id = dict(zip(map(id, live), pushed))
-    result = []
-    for o in outs:
-        p = by_id.get(id(o))
-        if p is None:
-            dtype = o.dtype if isinstance(o, (Tensor, np.ndarray)) else np.dtype(np.float64)
-            result.append(np.zeros(np.shape(o), dtype if dtype.kind in "fc" else np.float64))
-        else:
-            result.append(finish(p, graph))
-    return result
-
-
-def _as_tuple_arg(value: Any, what: str, name: str) -> tuple:
-    if not isinstance(value, (tuple, list)):
-        raise TypeError(f"{name}: {what} must be a tuple or list, got {type(value).__name__}")
-    return tuple(value)
-
-
-def jvp(func: Callable[..., Any], primals: Any, tangents: Any, *, has_aux: bool = False) -> tuple:
-    """The value of ``func`` at ``primals`` and the Jacobian-vector product along
-    ``tangents``, in forward mode (about the cost of one more evaluation).
-
-    Parameters
-    ----------
-    func : callable
-        Plain NumPy code; returns a pytree of arrays (``(output, aux)`` with ``has_aux``).
-    primals : tuple or list
-        The arguments of ``func`` (each an ndarray, a number or a pytree of them).
-    tangents : tuple or list
-        One tangent per primal, with its structure and shapes.
-    has_aux : bool
-        ``func`` returns ``(output, aux)``.
-
-    Returns
-    -------
-    output, jvp_out
-        ``func(*primals)`` and ``J tangents``, both structured like the output
-        (``output, jvp_out, aux`` with ``has_aux``).
-
-    Raises
-    ------
-    TypeError
-        ``primals`` or ``tangents`` not a tuple or list.
-    ValueError
-        ``tangents`` of another structure or shape than ``primals``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from funcdiff.func import jvp
-    >>> jvp(lambda x: np.sin(x) * 2.0, (np.array([0.0, 1.0]),), (np.array([1.0, 1.0]),))
-    (array([0.        , 1.68294197]), array([2.        , 1.08060461]))
-    """
-    check_callable(func, "func")
-    primals = _as_tuple_arg(primals, "primals", "jvp")
-    tangents = _as_tuple_arg(tangents, "tangents", "jvp")
-    nested = is_nested()
-    prepared = Prepared(primals, range(len(primals)), "jvp")
-    tans = _check_like(
-        tangents, prepared.leaves, tree_flatten(primals)[1], "jvp: tangents", "primals"
-    )
-    output, aux = call(func, prepared, {}, has_aux, "jvp")
-    outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested) or any(
-        isinstance(t, Tensor) and t.requires_grad for t in tans
-    )
-    result = (
-        _finish_tree(output, keep),
-        tree_unflatten(out_spec, _push(prepared, outs, tans, keep)),
-    )
-    return (*result, _finish_tree(aux, keep)) if has_aux else result
-
-
-def linearize(func: Callable[..., Any], *primals: Any) -> tuple:
-    """The value of ``func`` at ``primals`` and a function computing Jacobian-vector
-    products there.
-
-    ``func`` runs once; every call ``jvp_fn(*tangents)`` pushes the tangents (one per
-    primal, shaped like it) through the recorded computation in forward mode, without
-    running ``func`` again.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from funcdiff.func import linearize
-    >>> out, jvp_fn = linearize(lambda x: x ** 3, np.array([1.0, 2.0]))
-    >>> jvp_fn(np.array([1.0, 0.5]))
-    array([3., 6.])
-    """
-    check_callable(func, "func")
-    nested = is_nested()
-    prepared = Prepared(primals, range(len(primals)), "linearize")
-    spec = tree_flatten(primals)[1]
-    output, _ = call(func, prepared, {}, False, "linearize")
-    outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested)
-
-    def jvp_fn(*tangents: Any) -> Any:
-        tans = _check_like(tangents, prepared.leaves, spec, "jvp_fn: tangents", "primals")
-        graph = keep or is_nested() or any(isinstance(t, Tensor) and t.requires_grad for t in tans)
-        return tree_unflatten(out_spec, _push(prepared, outs, tans, graph))
-
-    return _finish_tree(output, keep), jvp_fn
-
-
 # --------------------------------------------------------------------------- Jacobians
 def _jacobian(
     func: Callable[..., Any],
@@ -586,20 +411,48 @@ def _jacobian(
     prepared = Prepared(args, positions(argnums, len(args), name), name)
     output, aux = call(func, prepared, kwargs, has_aux, name)
     outs, out_spec = tree_flatten(output)
-    keep = _keep_graph(prepared, outs, nested)
+    keep = keep_graph(prepared, outs, nested, aux)
     roots = [o if isinstance(o, Tensor) else wrap(_float_array(o), False, None, 0) for o in outs]
     leaves = tuple(prepared.leaves)
+    _refuse_complex(leaves, "inputs", name)
+    _refuse_complex(roots, "outputs", name)
     if not roots or sum(t.size for t in leaves) == 0 or not any(r.requires_grad for r in roots):
-        blocks: Any = [[_zeros_for(t, r.shape) for t in leaves] for r in roots]
+        blocks: Any = [[zeros_like_leaf(t, r.shape) for t in leaves] for r in roots]
     elif forward:
         blocks = jacobian_forward(roots, leaves, True, chunk_size, create_graph=keep)
+    elif len(roots) == 1 and roots[0].size == 1:
+        # One output element: its Jacobian is a gradient (one plain backward pass, no
+        # batch of one row to record and reshape when it is differentiated again).
+        blocks = [_gradient_blocks(roots[0], leaves, keep)]
     else:
         blocks = jacobian_reverse(tuple(roots), leaves, keep, False, True, chunk_size)
     per_output = [
-        _pick(argnums, prepared.per_position([finish(b, keep) for b in row])) for row in blocks
+        _pick(argnums, prepared.per_position([prepared.finish(b, keep) for b in row]))
+        for row in blocks
     ]
     jac = tree_unflatten(out_spec, per_output)
-    return (jac, _finish_tree(aux, keep)) if has_aux else jac
+    return (jac, prepared.finish_tree(aux, keep)) if has_aux else jac
+
+
+def _refuse_complex(values: Sequence[Tensor], what: str, name: str) -> None:
+    """torch.func's Jacobians are real: the rows of a reverse-mode Jacobian of a complex
+    function would be conjugated (vector-Jacobian products), its columns not."""
+    for k, v in enumerate(values):
+        if v.dtype.kind == "c":
+            raise RuntimeError(
+                f"{name}: expected all {what} to be real, got complex leaf {k} "
+                f"({v.dtype}); use vjp or jvp, or funcdiff.functional.jacobian, whose "
+                "complex convention is torch.autograd's"
+            )
+
+
+def _gradient_blocks(root: Tensor, leaves: tuple[Tensor, ...], keep: bool) -> list[Any]:
+    """The Jacobian blocks (shape ``root.shape + leaf.shape``) of a one-element output."""
+    grads = autograd_grad(root.reshape(()), leaves, create_graph=keep, allow_unused=True)
+    return [
+        zeros_like_leaf(t, root.shape) if g is None else g.reshape(root.shape + t.shape)
+        for g, t in zip(grads, leaves, strict=True)
+    ]
 
 
 def _float_array(x: Any) -> np.ndarray:
@@ -696,10 +549,13 @@ def jacfwd(
 
 
 def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
-    """The Hessian of a scalar function, as a function: ``jacfwd(jacrev(func))``.
+    """The Hessian of a scalar function, as a function.
 
-    The gradient is recorded in reverse mode and its Jacobian pushed forward (forward
-    over reverse). The result has, for a tuple ``argnums``, blocks ``H[i][j]`` of shape
+    The gradient is recorded in reverse mode and all rows of its Jacobian are pulled
+    back in one batched backward pass (reverse over reverse, as
+    :func:`funcdiff.functional.hessian` does): ``jacrev(jacrev(func))``, which in
+    funcdiff costs less than torch.func's ``jacfwd(jacrev(func))`` and gives the same
+    values. For a tuple ``argnums`` the result has blocks ``H[i][j]`` of shape
     ``a_i + a_j``.
 
     Examples
@@ -711,4 +567,4 @@ def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
            [ 0., 12.]])
     """
     check_callable(func, "func")
-    return jacfwd(jacrev(func, argnums), argnums)
+    return jacrev(jacrev(func, argnums), argnums)
