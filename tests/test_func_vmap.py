@@ -230,6 +230,21 @@ def test_bad_arguments_raise_value_errors() -> None:
         vmap(3)
 
 
+def test_vmap_inside_a_replay_or_sparse_trace_is_refused_with_a_clear_error() -> None:
+    import funcdiff.replay as replay
+    import funcdiff.sparse as fs
+
+    x, w = RNG.normal(size=(4, 3)), RNG.normal(size=3)
+    total = lambda w: np.sum(vmap(lambda w, x: np.sin(x @ w), in_dims=(None, 0))(w, x))  # noqa: E731
+    with pytest.raises(RuntimeError, match="vmap cannot run while"):
+        replay.value_and_grad(total)(w)
+    with pytest.raises(RuntimeError, match="vmap cannot run while"):
+        fs.prepare_jacobian(lambda w: vmap(np.sin)(w * x), w)
+    # Mapping a replayed gradient of one example works.
+    g = replay.grad(lambda w, x: np.sin(x @ w))
+    assert np.allclose(np.stack([g(w, r) for r in x]), np.cos(x @ w)[:, None] * x)
+
+
 # ---------------------------------------------------------------- the fallback loop
 def _top_two(x: Any) -> Any:
     """A third party's NEP 18 function: dispatches to ``__array_function__``."""

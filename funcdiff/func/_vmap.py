@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core import tracing
 from funcdiff._core.tensor import Tensor
 from funcdiff._functional_args import check_callable, check_choice
 from funcdiff.func._batching import Batched, Level, enter, leave
@@ -283,6 +284,13 @@ def vmap(
 
     @functools.wraps(func)
     def mapped(*args: Any, **kwargs: Any) -> Any:
+        if tracing.is_watched():
+            raise RuntimeError(
+                "vmap cannot run while funcdiff.replay or funcdiff.sparse traces the "
+                "function (their records hold one value per operation, not a batch): "
+                "differentiate the vmapped function with funcdiff.func (grad, jacrev, "
+                "jacfwd, hessian) instead, or trace a function written for the whole batch"
+            )
         if isinstance(in_dims, (int, np.integer)) or in_dims is None:
             dims = _broadcast(in_dims, args, "in_dims", "the arguments")
         elif isinstance(in_dims, tuple):
