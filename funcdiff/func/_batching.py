@@ -38,7 +38,6 @@ __all__ = [
     "Level",
     "BatchedConversionError",
     "VmapFallbackWarning",
-    "unwrap_level",
     "run_rule",
     "enter",
     "leave",
@@ -515,14 +514,6 @@ def _loop(func: Any, args: Any, kwargs: dict, level: Level) -> Any:
         func(*_example(args, level, b), **_example(kwargs, level, b)) for b in range(level.size)
     ]
     return _wrap(_stack(results), level)
-
-
-def unwrap_level(x: Any, level: Level) -> Any:
-    """The physical array of ``x`` at ``level`` (batch on axis 0), or None when ``x`` is
-    not batched at this level."""
-    if isinstance(x, Batched) and x.level is level:
-        return x.value
-    return None
 
 
 # ---------------------------------------------------------------- metadata functions
