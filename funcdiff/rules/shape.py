@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.registry import Rule, batch_ndim, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules import batching
@@ -360,7 +361,7 @@ register(
 
 def _atleast(nd: int):
     def promote(a):
-        if not isinstance(a, (Tensor, np.ndarray)):
+        if not isinstance(a, (Tensor, np.ndarray)) and not is_foreign_array(a):
             a = np.asanyarray(a)
         shape = np.shape(a)
         if len(shape) >= nd:
