@@ -163,3 +163,35 @@ def test_rule_under_vmap_matches_the_loop(rule: Rule) -> None:
                     dims,
                     k,
                 )
+
+
+def _derived(rule: Rule) -> bool:
+    """Whether the rule's batching comes from its structure (no entry, not a composite)."""
+    from funcdiff.rules import batching
+
+    return (
+        rule.batch is None
+        and rule.impl is None
+        and batching.default_batch(rule)
+        not in (
+            None,
+            batching.loop,
+        )
+    )
+
+
+@pytest.mark.parametrize("rule", [r for r in _RULES if _derived(r)], ids=lambda r: r.name)
+def test_a_structure_default_batches_without_the_loop(rule: Rule) -> None:
+    """Every rule whose batching comes from its structure runs its cases with every
+    positional array batched on axis 0 as one batched call: no loop, no warning."""
+    fn = _entry(rule)
+    for index, case in enumerate(rule.cases):
+        slots = _slots(case)
+        if not slots or any(isinstance(i, str) for i, _, _ in slots):
+            continue  # a batched keyword argument loops by design
+        rng = np.random.default_rng(zlib.crc32(f"{rule.name}/{index}".encode()))
+        drawn = [_stacked(spec, 0, rng) for _, _, spec in slots]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", VmapFallbackWarning)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            vmap(_caller(fn, case, slots), in_dims=0)(*[v for v, _ in drawn])
