@@ -184,6 +184,15 @@ def test_writes_into_a_buffer_made_from_a_batched_value_work_also_under_grad() -
         return out
 
     assert np.allclose(vmap(f)(x), loop(f, x, dims=(0,)))
+
+    def scatter(x: Any) -> Any:  # advanced indices apart: NumPy moves their axes first
+        out = np.zeros((3, 2, 4)) * x[0]
+        out[np.array([0, 2]), :, np.array([1, 3])] = x[:2, None] * 2.0
+        out[np.array([1]), :, np.array([0])] = 7.0
+        return out
+
+    xs = RNG.normal(size=(5, 4))
+    assert np.allclose(vmap(scatter)(xs), loop(scatter, xs, dims=(0,)))
     w = RNG.normal(size=4)
     g = vmap(grad(lambda w, x: np.sum(f(x) * w)), in_dims=(None, 0))(w, x)
     assert np.allclose(g, loop(f, x, dims=(0,)))

@@ -586,12 +586,7 @@ def _getitem(x: Batched, index: Any) -> Any:
     if not _is_basic(index):
         # NumPy puts the axes of advanced indices separated by a slice first, in front
         # of the batch axis: bring the batch back to axis 0.
-        advanced = [
-            k
-            for k, i in enumerate(index)
-            if not (i is None or i is Ellipsis or isinstance(i, slice))
-        ]
-        if advanced and advanced[-1] - advanced[0] + 1 != len(advanced):
+        if _separated(index):
             physical = np.moveaxis(physical, _advanced_ndim(index), 0)
     return Batched(physical, x.level)
 
@@ -605,22 +600,38 @@ def _advanced_ndim(index: tuple) -> int:
     return len(np.broadcast_shapes(*shapes))
 
 
+def _separated(index: tuple) -> bool:
+    """Whether NumPy moves the axes of the advanced indices of ``index`` to the front
+    (they are separated by a slice, an Ellipsis or None), in front of the batch axis."""
+    advanced = [
+        k for k, i in enumerate(index) if not (i is None or i is Ellipsis or isinstance(i, slice))
+    ]
+    return bool(advanced) and advanced[-1] - advanced[0] + 1 != len(advanced)
+
+
 def _setitem(x: Batched, index: Any, value: Any) -> None:
     index = index if isinstance(index, tuple) else (index,)
-    if any(isinstance(i, Batched) for i in index) or not _is_basic(index):
-        if not all(isinstance(i, (np.ndarray, list)) or _is_basic((i,)) for i in index):
-            raise BatchedConversionError(
-                "vmap: a write with a batched index into a batched value is not supported"
-            )
-    region = x.value[(slice(None), *index)]
+    if any(isinstance(i, Batched) for i in index):
+        raise BatchedConversionError(
+            "vmap: a write at a batched index (one that differs between the examples) is "
+            "not supported; build the result with np.where or a gather instead"
+        )
+    where = (slice(None), *index)
+    region = np.shape(x.value[where])
+    moved = 0 if _is_basic(index) or not _separated(index) else _advanced_ndim(index)
     if isinstance(value, Batched) and value.level is x.level:
         phys = value.value
-        missing = len(region.shape) - len(phys.shape)
+        missing = len(region) - len(np.shape(phys))
         if missing > 0:
-            phys = np.reshape(phys, (phys.shape[0],) + (1,) * missing + tuple(phys.shape[1:]))
-        x.value[(slice(None), *index)] = phys
+            shape = np.shape(phys)
+            phys = np.reshape(phys, (shape[0],) + (1,) * missing + tuple(shape[1:]))
+        x.value[where] = np.moveaxis(phys, 0, moved) if moved else phys
+    elif moved:  # the same for every example: a length-one batch axis where NumPy puts it
+        logical = len(region) - 1
+        value = np.reshape(value, (1,) * (logical - np.ndim(value)) + np.shape(value))
+        x.value[where] = np.expand_dims(value, moved)
     else:
-        x.value[(slice(None), *index)] = value
+        x.value[where] = value
 
 
 def _write_out(out: Any, result: Any) -> Any:
