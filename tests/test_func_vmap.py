@@ -265,10 +265,10 @@ def _top_two(x: Any) -> Any:
 def test_a_function_without_batching_rule_loops_and_warns_once_per_call() -> None:
     x = RNG.normal(size=(5, 4))
     f = lambda x: np.nanmedian(x) + np.nanmedian(x * 2) + _top_two(x)  # noqa: E731
-    for _ in range(2):
+    for chunk in (None, 2):  # once per call, also when the call runs in chunks
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            got = vmap(f)(x)
+            got = vmap(f, chunk_size=chunk)(x)
         names = sorted(
             str(w.message).split()[1] for w in caught if w.category is VmapFallbackWarning
         )

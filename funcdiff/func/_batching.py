@@ -60,10 +60,11 @@ class Level:
 
     __slots__ = ("size", "index", "warned", "active")
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, warned: set[str] | None = None) -> None:
         self.size = size
         self.index = next(_IDS)
-        self.warned: set[str] = set()
+        # Shared by the chunks of one call: each function warns once per vmap call.
+        self.warned: set[str] = set() if warned is None else warned
         #: True while the vmap call runs; a cotangent of a returned call that reaches a
         #: shared value is summed over the batch (see ``funcdiff._core.arrays.settled``).
         self.active = True

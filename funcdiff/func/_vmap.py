@@ -120,6 +120,7 @@ def _move_out(x: Any, d: Any, level: Level, k: int) -> Any:
 
 
 def _run(
+    warned: set[str],
     func: Callable,
     args: tuple,
     kwargs: dict,
@@ -129,7 +130,7 @@ def _run(
     size: int,
     out_dims: Any,
 ) -> Any:
-    level = Level(size)
+    level = Level(size, warned)
     try:
         mapped = [x if d is None else enter(x, level, int(d)) for x, d in zip(leaves, dims)]
         out = func(*tree_unflatten(spec, mapped), **kwargs)
@@ -315,8 +316,9 @@ def vmap(
         if randomness == "different":
             return _loop_whole(func, args, kwargs, leaves, dims, spec, size, out_dims)
         before = _random_state() if randomness == "error" else None
+        warned: set[str] = set()
         if chunk_size is None or chunk_size >= size:
-            out = _run(func, args, kwargs, leaves, dims, spec, size, out_dims)
+            out = _run(warned, func, args, kwargs, leaves, dims, spec, size, out_dims)
         else:
             parts = []
             for start in range(0, size, chunk_size):
@@ -324,7 +326,9 @@ def vmap(
                 chunk = [
                     x if d is None else _slice(x, d, start, stop) for x, d in zip(leaves, dims)
                 ]
-                parts.append(_run(func, args, kwargs, chunk, dims, spec, stop - start, out_dims))
+                parts.append(
+                    _run(warned, func, args, kwargs, chunk, dims, spec, stop - start, out_dims)
+                )
             out_spec = tree_flatten(parts[0])[1]
             out = _concat(parts, out_spec, out_dims, parts[0])
         if before is not None and not _same_state(before, _random_state()):
