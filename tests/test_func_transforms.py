@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import funcdiff as fd
+import funcdiff.func as funcdiff_func
 import funcdiff.functional as F
 from funcdiff.func import (
     grad,
@@ -96,6 +97,8 @@ def test_ravel_pytree_flattens_and_unravels() -> None:
     g_flat = grad(lambda v: mlp_loss(unravel(v), x, y))(flat)
     g_tree = grad(mlp_loss)(p, x, y)
     np.testing.assert_allclose(g_flat, ravel_pytree(g_tree)[0], rtol=1e-12)
+    with pytest.raises(TypeError, match="ravel_pytree: leaf 1 must be an array or a number"):
+        ravel_pytree([1.0, "text"])
     empty, unravel_empty = ravel_pytree({})
     assert empty.shape == (0,) and unravel_empty(empty) == {}
 
@@ -446,6 +449,8 @@ def test_more_errors() -> None:
         vjp_fn(1.0)
     with pytest.raises(TypeError, match="cotangents: leaf 0 must be an ndarray or a number"):
         vjp_fn("ab")
+    with pytest.raises(TypeError, match="cotangents: leaf 0 must be an ndarray or a number"):
+        vjp_fn(np.array(["a", "b"]))
     with pytest.raises(TypeError, match="argument 0, leaf 1, must hold floating point"):
         grad(lambda p: 1.0)([1.0, np.array(["a"])])
     # An error inside the function leaves no transform level behind.
@@ -503,3 +508,53 @@ def test_an_aux_over_a_tensor_keeps_its_gradient() -> None:
     assert type(g) is np.ndarray and g == 4.0 and isinstance(aux, fd.Tensor)
     aux.backward()
     assert w.grad.item() == 2.0
+
+
+def test_the_hips_autograd_logistic_regression_example_ports_by_its_imports() -> None:
+    # HIPS autograd's README example, with `from funcdiff.func import grad` and plain
+    # NumPy in place of autograd's imports; the gradient has the closed form X^T (p - t).
+    def sigmoid(x: Any) -> Any:
+        return 0.5 * (np.tanh(x / 2.0) + 1)
+
+    def logistic_predictions(weights: Any, inputs: Any) -> Any:
+        return sigmoid(np.dot(inputs, weights))
+
+    inputs = np.array([[0.52, 1.12, 0.77], [0.88, -1.08, 0.15], [0.52, 0.06, -1.30]])
+    targets = np.array([True, True, False])
+
+    def training_loss(weights: Any) -> Any:
+        preds = logistic_predictions(weights, inputs)
+        label_probabilities = preds * targets + (1 - preds) * (1 - targets)
+        return -np.sum(np.log(label_probabilities))
+
+    training_gradient_fun = grad(training_loss)
+    weights = np.array([0.0, 0.0, 0.0])
+    first = training_loss(weights)
+    for _ in range(100):
+        g = training_gradient_fun(weights)
+        p = 1 / (1 + np.exp(-inputs @ weights))
+        np.testing.assert_allclose(g, inputs.T @ (p - targets), rtol=1e-12, atol=1e-15)
+        weights -= g * 0.01
+    assert training_loss(weights) < first
+
+
+VMAP = getattr(funcdiff_func, "vmap", None)
+
+
+@pytest.mark.skipif(VMAP is None, reason="funcdiff.func has no vmap in this build")
+def test_vmap_over_the_products_matches_a_loop() -> None:
+    vmap: Any = VMAP
+    X, T = RNG.normal(size=(4, 3)), RNG.normal(size=(4, 3))
+
+    def f(x: Any) -> Any:
+        return np.sin(x) * x
+
+    d = np.sin(X) + X * np.cos(X)  # f' elementwise
+    np.testing.assert_allclose(vmap(lambda x, u: vjp(f, x)[1](u)[0])(X, T), d * T, rtol=1e-12)
+    np.testing.assert_allclose(vmap(lambda x, v: jvp(f, (x,), (v,))[1])(X, T), d * T, rtol=1e-12)
+    np.testing.assert_allclose(vmap(lambda x: linearize(f, x)[1](np.ones(3)))(X), d, rtol=1e-12)
+    np.testing.assert_allclose(vmap(lambda v: jvp(f, (X[0],), (v,))[1])(T), d[0] * T, rtol=1e-12)
+    g = lambda x: np.sum(np.tanh(x) ** 2) * np.sum(x**2)  # noqa: E731
+    np.testing.assert_allclose(
+        vmap(hessian(g))(X), np.stack([hessian(g)(x) for x in X]), rtol=1e-12
+    )

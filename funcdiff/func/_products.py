@@ -2,7 +2,7 @@
 
 ``vjp`` runs the function once and returns a function that pulls cotangents back
 through the recorded graph (kept for any number of calls); ``jvp`` pushes tangents
-forward through it in forward mode (``funcdiff._jacobian.push_tangents``);
+forward through it in forward mode (``funcdiff.autograd.forward.push_forward``);
 ``linearize`` records once and pushes any number of tangents later. Arguments,
 nesting and results follow :mod:`funcdiff.func._transforms`.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.tensor import Tensor, wrap
+from funcdiff._core.tensor import Tensor, gradient_edge, wrap
 from funcdiff._functional_args import check_callable
-from funcdiff._jacobian import push_tangents
 from funcdiff.autograd import grad as autograd_grad
+from funcdiff.autograd.forward import push_forward
 from funcdiff.func._pytree import TreeSpec, tree_flatten, tree_unflatten
 from funcdiff.func._transforms import (
     Prepared,
@@ -40,9 +40,7 @@ def _check_like(
     if given_spec != spec:
         raise ValueError(f"{what} must have the structure of {of}, {spec!r}, got {given_spec!r}")
     for k, (a, b) in enumerate(zip(leaves, expected, strict=True)):
-        if not isinstance(a, (Tensor, np.ndarray, int, float, complex, np.number)) or isinstance(
-            a, (bool, np.bool_)
-        ):
+        if not (isinstance(a, Tensor) or _is_number_or_ndarray(a) or _is_array_type(a)):
             raise TypeError(f"{what}: leaf {k} must be an ndarray or a number, got {type(a)}")
         if np.shape(a) != np.shape(b):
             raise ValueError(
@@ -56,8 +54,25 @@ def _as_seed(v: Any, like: Any, graph: bool) -> Any:
     if isinstance(v, Tensor):
         return v if graph else v.data
     dtype = like.dtype if isinstance(like, (Tensor, np.ndarray)) else np.dtype(np.float64)
-    arr = np.asarray(v, dtype=dtype if dtype.kind in "fc" else np.float64)
+    dtype = dtype if dtype.kind in "fc" else np.dtype(np.float64)
+    if _is_number_or_ndarray(v):
+        arr = np.asarray(v, dtype=dtype)
+    else:  # another array type (a batched value of vmap): converted by its own method
+        arr = v if v.dtype == dtype else v.astype(dtype)
     return wrap(arr, False, None, 0) if graph else arr
+
+
+def _is_array_type(v: Any) -> bool:
+    """An array of another library with a numeric dtype (vmap's batched values)."""
+    dtype = getattr(v, "dtype", None)
+    return hasattr(v, "shape") and isinstance(dtype, np.dtype) and dtype.kind in "fciu"
+
+
+def _is_number_or_ndarray(v: Any) -> bool:
+    """A Python number or a numeric ndarray (or NumPy scalar); booleans are not."""
+    if isinstance(v, (np.ndarray, np.generic)):
+        return v.dtype.kind in "fciu"
+    return isinstance(v, (int, float, complex)) and not isinstance(v, bool)
 
 
 def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple:
@@ -134,9 +149,12 @@ def _push(prepared: Prepared, outs: list[Any], tangents: list[Any], graph: bool)
     primals), as ndarrays, or Tensors under ``graph``."""
     live = [o for o in outs if isinstance(o, Tensor) and o.requires_grad]
     pushed: list[Any] = []
+    seeds: dict = {}
     if live and prepared.leaves:
-        seeds = [_as_seed(t, leaf, graph) for t, leaf in zip(tangents, prepared.leaves)]
-        pushed = push_tangents(live, prepared.leaves, seeds, graph)
+        for t, leaf in zip(tangents, prepared.leaves, strict=True):
+            seeds[gradient_edge(leaf)] = _as_seed(t, leaf, graph)
+        pushed = push_forward(live, seeds, create_graph=graph)
+    given = {id(s) for s in seeds.values()}
     by_id = dict(zip(map(id, live), pushed))
     result = []
     for o in outs:
@@ -144,8 +162,12 @@ def _push(prepared: Prepared, outs: list[Any], tangents: list[Any], graph: bool)
         if p is None:
             dtype = o.dtype if isinstance(o, (Tensor, np.ndarray)) else np.dtype(np.float64)
             result.append(np.zeros(np.shape(o), dtype if dtype.kind in "fc" else np.float64))
-        else:
+        elif graph:
             result.append(prepared.finish(p, graph))
+        elif isinstance(p, np.ndarray) and (id(p) in given or not p.flags.writeable):
+            result.append(p.copy())  # never the caller's tangent, or a read-only view
+        else:
+            result.append(np.asarray(p) if isinstance(p, np.generic) else p)
     return result
 
 

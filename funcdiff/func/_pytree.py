@@ -240,6 +240,8 @@ def ravel_pytree(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
 
     Raises
     ------
+    TypeError
+        A leaf that is not numeric.
     ValueError
         From ``unravel``: a ``flat`` that is not 1-d of the original length.
 
@@ -255,6 +257,12 @@ def ravel_pytree(tree: Any) -> tuple[Any, Callable[[Any], Any]]:
     leaves, spec = tree_flatten(tree)
     shapes = [np.shape(x) for x in leaves]
     dtypes = [_dtype_of(x) for x in leaves]
+    for k, dtype in enumerate(dtypes):
+        if dtype.kind not in "biufc":
+            raise TypeError(
+                f"ravel_pytree: leaf {k} must be an array or a number, got {type(leaves[k])}"
+                f" of dtype {dtype}"
+            )
     common = np.result_type(*dtypes) if dtypes else np.dtype(np.float64)
     if common.kind not in "fc":
         common = np.dtype(np.float64)

@@ -316,7 +316,9 @@ def _grad_and_value(
     )
 
 
-def grad(func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False) -> Callable:
+def grad(
+    func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False
+) -> Callable[..., Any]:
     """The gradient of a scalar function, as a function.
 
     Parameters
@@ -368,7 +370,7 @@ def grad(func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False) 
 
 def grad_and_value(
     func: Callable[..., Any], argnums: Argnums = 0, has_aux: bool = False
-) -> Callable:
+) -> Callable[..., Any]:
     """The gradient and the value of a scalar function, as a function.
 
     Parameters and errors are those of :func:`grad`.
@@ -466,7 +468,7 @@ def jacrev(
     *,
     has_aux: bool = False,
     chunk_size: int | None = None,
-) -> Callable:
+) -> Callable[..., Any]:
     """The Jacobian of ``func``, in reverse mode, as a function.
 
     All rows of the Jacobian are pulled back in one batched backward pass (in passes of
@@ -521,7 +523,7 @@ def jacfwd(
     has_aux: bool = False,
     *,
     randomness: str = "error",
-) -> Callable:
+) -> Callable[..., Any]:
     """The Jacobian of ``func``, in forward mode, as a function.
 
     The columns of the Jacobian (one per element of the differentiated arguments) are
@@ -548,15 +550,12 @@ def jacfwd(
     return jacfwd_f
 
 
-def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
-    """The Hessian of a scalar function, as a function.
+def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable[..., Any]:
+    """The Hessian of a scalar function, as a function: ``jacfwd(jacrev(func))``.
 
-    The gradient is recorded in reverse mode and all rows of its Jacobian are pulled
-    back in one batched backward pass (reverse over reverse, as
-    :func:`funcdiff.functional.hessian` does): ``jacrev(jacrev(func))``, which in
-    funcdiff costs less than torch.func's ``jacfwd(jacrev(func))`` and gives the same
-    values. For a tuple ``argnums`` the result has blocks ``H[i][j]`` of shape
-    ``a_i + a_j``.
+    The gradient is recorded in reverse mode and its Jacobian pushed forward as one
+    batch of tangents (forward over reverse, as torch.func does). For a tuple
+    ``argnums`` the result has blocks ``H[i][j]`` of shape ``a_i + a_j``.
 
     Examples
     --------
@@ -567,4 +566,4 @@ def hessian(func: Callable[..., Any], argnums: Argnums = 0) -> Callable:
            [ 0., 12.]])
     """
     check_callable(func, "func")
-    return jacrev(jacrev(func, argnums), argnums)
+    return jacfwd(jacrev(func, argnums), argnums)
