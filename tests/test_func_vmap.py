@@ -254,6 +254,23 @@ def test_vmap_inside_a_replay_or_sparse_trace_is_refused_with_a_clear_error() ->
     assert np.allclose(np.stack([g(w, r) for r in x]), np.cos(x @ w)[:, None] * x)
 
 
+def test_a_batched_value_prints_as_a_batch() -> None:
+    seen: list[str] = []
+
+    def f(x: Any) -> Any:
+        t = fd.tensor(np.ones(2), requires_grad=True) * x
+        seen.extend([repr(x), repr(t)])
+        return x
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VmapFallbackWarning)
+        vmap(f)(np.ones((3, 2)))
+    assert seen == [
+        "Batched(size=3, shape=(2,), dtype=float64)",
+        "tensor(Batched(size=3, shape=(2,), dtype=float64), grad_fn=<MultiplyBackward>)",
+    ]
+
+
 # ---------------------------------------------------------------- the fallback loop
 def _top_two(x: Any) -> Any:
     """A third party's NEP 18 function: dispatches to ``__array_function__``."""

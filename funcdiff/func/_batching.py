@@ -538,6 +538,10 @@ _METADATA: dict[Any, Callable] = {
     np.min_scalar_type: lambda a: np.min_scalar_type(_logical(a)),
     np.may_share_memory: lambda a, b, *r: np.may_share_memory(_physical(a), _physical(b)),
     np.shares_memory: lambda a, b, *r: np.shares_memory(_physical(a), _physical(b)),
+    # A Tensor holding a batched value prints it as such (never one example's numbers).
+    np.array2string: lambda a, *r, **k: repr(a),
+    np.array_repr: lambda a, *r, **k: repr(a),
+    np.array_str: lambda a, *r, **k: repr(a),
 }
 
 
