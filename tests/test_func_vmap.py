@@ -293,6 +293,14 @@ def test_a_function_without_batching_rule_loops_and_warns_once_per_call() -> Non
         assert np.allclose(got, loop(f, x, dims=(0,)))
 
 
+def test_options_a_rule_refuses_run_through_numpy_per_example() -> None:
+    x = RNG.normal(size=(3, 4))
+    f = lambda v: np.pad(v, 2, mode="reflect")  # noqa: E731  (no derivative rule)
+    with pytest.warns(VmapFallbackWarning, match="numpy.pad"):
+        got = vmap(f)(x)
+    assert np.array_equal(got, loop(f, x, dims=(0,)))
+
+
 def test_composites_and_batched_rules_do_not_warn() -> None:
     x = RNG.normal(size=(5, 4))
     f = lambda x: np.median(x) + np.linalg.norm(x) + np.std(np.tanh(x) @ np.ones((4, 2)))  # noqa: E731

@@ -468,7 +468,12 @@ def _dispatch(func: Any, rule: Rule | None, args: Any, kwargs: dict) -> Any:
         pairs = [_unwrap(a, level) for a in args]
         physical = tuple(v for v, _ in pairs)
         flags = tuple(f for _, f in pairs)
-        result = batch(rule, physical, kwargs, flags, level.size)
+        try:
+            result = batch(rule, physical, kwargs, flags, level.size)
+        except NotImplementedError:
+            # The rule refuses these options (they have no derivative rule: np.pad's
+            # other modes); NumPy itself runs them, one example at a time.
+            result = NotImplemented
         if result is not NotImplemented:
             return _wrap(result, level)
     return _loop(func, args, kwargs, level)

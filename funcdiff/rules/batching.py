@@ -271,6 +271,8 @@ def gather(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> An
     def pick(o1: Any, o2: Any) -> Any:
         o1, o2 = np.asarray(o1), np.asarray(o2)
         chosen = (o2 - o1) == step
+        if not np.all(np.where(chosen, o1 == np.floor(o1), True)):
+            return NotImplemented  # not a selection after all: loop rather than guess
         if not chosen.any():  # constants only (an empty array padded)
             return np.repeat(o1.astype(dtype)[np.newaxis], size, axis=0)
         index = np.where(chosen, o1 - step, 0).astype(np.intp)
@@ -280,7 +282,10 @@ def gather(rule: Rule, args: tuple, kwargs: dict, flags: tuple, size: int) -> An
         return out
 
     if isinstance(first, (tuple, list)):
-        return type(first)(pick(a, b) for a, b in zip(first, second))
+        picked = [pick(a, b) for a, b in zip(first, second)]
+        if any(p is NotImplemented for p in picked):
+            return NotImplemented
+        return type(first)(picked)
     return pick(first, second)
 
 
