@@ -66,6 +66,8 @@ def test_out_dims_place_the_batch_and_broadcast_unbatched_outputs() -> None:
     assert ones.shape == (3, 2) and np.all(ones == 1.0)
     assert np.array_equal(seven, np.full(3, 7.0))
     ones.fill(0.0)  # a broadcast output is the caller's own array
+    single = vmap(lambda x: np.sum(x * x), out_dims=(0,))(x)  # torch.func's form
+    assert np.allclose(single, (x * x).sum(1))
     same = vmap(lambda x: (np.sum(x), np.arange(3.0)), out_dims=(0, None))(x)
     assert np.array_equal(same[1], np.arange(3.0)) and np.allclose(same[0], x.sum(1))
 

@@ -137,16 +137,21 @@ def _run(
     finally:
         level.active = False
     out_leaves, out_spec = tree_flatten(out)
-    try:
-        odims = _broadcast(out_dims, out, "out_dims", "the output")
-    except ValueError:
-        if isinstance(out_dims, (tuple, list)) and len(out_dims) == 1:
-            odims = _broadcast(out_dims[0], out, "out_dims", "the output")
-        else:
-            raise
+    odims = _output_dims(out_dims, out)
     return tree_unflatten(
         out_spec, [_move_out(x, d, level, k) for k, (x, d) in enumerate(zip(out_leaves, odims))]
     )
+
+
+def _output_dims(out_dims: Any, out: Any) -> list:
+    """One output dimension per leaf of ``out`` (``out_dims=(d,)`` also fits a function
+    that returns a single array, as in torch.func)."""
+    try:
+        return _broadcast(out_dims, out, "out_dims", "the output")
+    except ValueError:
+        if isinstance(out_dims, (tuple, list)) and len(out_dims) == 1:
+            return _broadcast(out_dims[0], out, "out_dims", "the output")
+        raise
 
 
 def _slice(x: Any, d: int, start: int, stop: int) -> Any:
@@ -157,10 +162,7 @@ def _slice(x: Any, d: int, start: int, stop: int) -> Any:
 
 def _concat(parts: list, spec: Any, out_dims: Any, out: Any) -> Any:
     leaves = [tree_flatten(p)[0] for p in parts]
-    try:
-        odims = _broadcast(out_dims, tree_unflatten(spec, leaves[0]), "out_dims", "the output")
-    except ValueError:
-        odims = _broadcast(out_dims[0], tree_unflatten(spec, leaves[0]), "out_dims", "the output")
+    odims = _output_dims(out_dims, tree_unflatten(spec, leaves[0]))
     merged = []
     for k, d in enumerate(odims):
         column = [p[k] for p in leaves]
@@ -184,10 +186,7 @@ def _loop_whole(
         picked = [x if d is None else np.take(x, b, axis=int(d)) for x, d in zip(leaves, dims)]
         results.append(func(*tree_unflatten(spec, picked), **kwargs))
     out_leaves, out_spec = tree_flatten(results[0])
-    try:
-        odims = _broadcast(out_dims, results[0], "out_dims", "the output")
-    except ValueError:
-        odims = _broadcast(out_dims[0], results[0], "out_dims", "the output")
+    odims = _output_dims(out_dims, results[0])
     columns = [tree_flatten(r)[0] for r in results]
     merged = [
         columns[0][k] if d is None else np.stack([c[k] for c in columns], axis=int(d))
@@ -258,7 +257,14 @@ def vmap(
     RuntimeError
         When ``func`` converts a batched value to a Python value (``if``, ``float``,
         ``.item()``, ``math.*``), writes one into an unbatched array, or draws random
-        numbers with ``randomness="error"``.
+        numbers with ``randomness="error"``; when the call runs inside a
+        ``funcdiff.replay`` or ``funcdiff.sparse`` trace.
+
+    Warns
+    -----
+    VmapFallbackWarning
+        Once per call for each NumPy function without a batching rule, which then runs
+        once per example (the right answer, slowly).
 
     Examples
     --------
