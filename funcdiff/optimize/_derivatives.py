@@ -101,6 +101,14 @@ class Derivatives:
         self._cache_size = max(1, int(cache_size))
         self.n_forward = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        """``fun``, ``args`` and the cache size: the cached points hold recorded graphs,
+        which do not pickle; a loaded copy records its first point again."""
+        state = self.__dict__.copy()
+        state["_cache"] = OrderedDict()
+        state["n_forward"] = 0
+        return state
+
     # ------------------------------------------------------------------ the cache
     def _point(self, x: Any, args: tuple, kwargs: dict) -> _Point:
         xa = _as_x(x)

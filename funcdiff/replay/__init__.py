@@ -27,6 +27,8 @@ never follows another path's program.
 from __future__ import annotations
 
 import functools
+import inspect
+import sys
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -195,6 +197,27 @@ class Replayed:
             self._validate(program, args, positions)
         return self._finish(result)
 
+    def __reduce__(self) -> Any:
+        """Pickle ``f`` and the options, never the recorded programs.
+
+        A program holds compiled code and objects of this process; a loaded copy records
+        again on its first call (``trace_count`` starts at 0) and gives the same results.
+        A Replayed that its module names (``@replay.grad`` on a module-level function)
+        pickles by that name, as functions do.
+        """
+        name = _module_level_name(self)
+        if name is not None:
+            return name
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for param in list(inspect.signature(type(self).__init__).parameters.values())[1:]:
+            value = getattr(self, param.name)
+            if param.kind is inspect.Parameter.KEYWORD_ONLY:
+                keywords[param.name] = value
+            else:
+                positional.append(value)
+        return (functools.partial(type(self), **keywords), tuple(positional))
+
     # ------------------------------------------------------------------ internals
     def _diff(self) -> tuple[int, ...]:
         return self.argnums if isinstance(self.argnums, tuple) else (self.argnums,)
@@ -329,6 +352,26 @@ class Replayed:
         if self.kind == "hvp":  # the value of a scalar function: a float, as above
             return float(np.reshape(result[0], -1)[0]), result[1]
         return result
+
+
+def _module_level_name(obj: Any) -> str | None:
+    """``obj``'s qualified name when its module holds it under that name (so that pickle
+    can store a reference), else None: ``__main__`` (another process has another one) and
+    modules cloudpickle is told to pickle by value."""
+    module_name = getattr(obj, "__module__", None)
+    qualname = getattr(obj, "__qualname__", None)
+    if not isinstance(module_name, str) or not isinstance(qualname, str):
+        return None
+    if module_name == "__main__" or "<locals>" in qualname:
+        return None
+    cloudpickle = sys.modules.get("cloudpickle")
+    by_value = getattr(cloudpickle, "list_registry_pickle_by_value", None)
+    if by_value is not None and module_name in by_value():
+        return None
+    found: Any = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return qualname if found is obj else None
 
 
 def _forward_jacobian(out: Any, inputs: list, single: bool, create_graph: bool) -> Any:

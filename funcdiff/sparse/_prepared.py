@@ -190,6 +190,14 @@ class _Prepared:
             self._entries.append(self._detect(x, self.args))
         self._entry = self._entries[0]
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the replay programs: they hold compiled code and are keyed by
+        this process's object ids. A loaded copy keeps the detected patterns and their
+        colourings, and records its programs again (``replay=True``)."""
+        state = self.__dict__.copy()
+        state["_programs"] = {}
+        return state
+
     # -- subclasses: the shape, the detection, the colouring and the compressed pass
     def _shape(self, out: Tensor) -> tuple[int, int]:
         raise NotImplementedError
@@ -247,8 +255,10 @@ class _Prepared:
 
     # -- replay: the run of f and the compressed pass as one recorded program per entry
     def _replayed(self, x: np.ndarray, args: tuple) -> tuple | None:
-        """``(value, compressed)`` by replaying the current entry's program, or None
-        (no program yet, other arguments, or a branch the program does not cover)."""
+        """``(value, compressed, entry)`` by replaying the current entry's program, or
+        None (no program yet, other arguments, or a branch the program does not cover).
+        The entry comes along: another thread (a Dask task) may switch ``self._entry``
+        before the caller decompresses with its colouring."""
         entry = self._entry
         program = self._programs.get(id(entry))
         if program is None or not (
@@ -256,7 +266,7 @@ class _Prepared:
         ):
             return None
         try:
-            return program.run([x])
+            return (*program.run([x]), entry)
         except GuardFailure:
             self._programs[id(entry)] = None
             return None
@@ -364,8 +374,8 @@ class SparseJacobian(_Prepared):
         x, args = self._point(x, args)
         replayed = self._replayed(x, args) if self.replay else None
         if replayed is not None:
-            value, compressed = replayed
-            return value, decompress(self._entry.coloring, self._entry.pattern, compressed)
+            value, compressed, entry = replayed
+            return value, decompress(entry.coloring, entry.pattern, compressed)
         xt, out, outcomes = self._record(x, args)
         entry = self._entry_for(x, args, outcomes)
         self._entry = entry
@@ -519,7 +529,8 @@ class SparseHessian(_Prepared):
         x, args = self._point(x, args)
         replayed = self._replayed(x, args) if self.replay else None
         if replayed is not None:
-            return decompress(self._entry.coloring, self._entry.pattern, replayed[1])
+            _, compressed, entry = replayed
+            return decompress(entry.coloring, entry.pattern, compressed)
         xt, out, g, entry = self._gradient(x, args)
         n = int(xt.data.size)
         k = entry.coloring.ncolors
