@@ -295,6 +295,14 @@ def test_a_function_without_batching_rule_loops_and_warns_once_per_call() -> Non
         assert np.allclose(got, loop(f, x, dims=(0,)))
 
 
+def test_an_empty_batch() -> None:
+    empty = np.empty((0, 3))
+    assert vmap(np.sin)(empty).shape == (0, 3)
+    assert vmap(grad(lambda x: np.sum(x**2)))(empty).shape == (0, 3)
+    with pytest.raises(ValueError, match="empty"):
+        vmap(np.nanmedian)(empty)
+
+
 def test_options_a_rule_refuses_run_through_numpy_per_example() -> None:
     x = RNG.normal(size=(3, 4))
     f = lambda v: np.pad(v, 2, mode="reflect")  # noqa: E731  (no derivative rule)

@@ -508,6 +508,11 @@ def _stack(results: list) -> Any:
 def _loop(func: Any, args: Any, kwargs: dict, level: Level) -> Any:
     """Run ``func`` once per example and stack the results (warns once per level)."""
     name = _name_of(func)
+    if level.size == 0:
+        raise ValueError(
+            f"vmap: {name} has no batching rule and the batch is empty: there is no "
+            "example to run it on to learn the shape of its result"
+        )
     if name not in level.warned:
         level.warned.add(name)
         warnings.warn(
