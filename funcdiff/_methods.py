@@ -259,8 +259,23 @@ class _Methods(_MethodsBase):
         setitem(self, Ellipsis, 0)
         return self
 
-    def astype(self, dtype: Any) -> Tensor:
-        """Cast to ``dtype``; the gradient is cast back (none for integer results)."""
+    def astype(self, dtype: Any, *, copy: bool = True) -> Tensor:
+        """Cast to ``dtype``; the gradient is cast back (none for integer results).
+
+        As ``ndarray.astype``: with ``copy=False`` a Tensor that already has ``dtype``
+        is returned itself.
+
+        Examples
+        --------
+        >>> import funcdiff as fd
+        >>> x = fd.tensor([1.0, 2.0], requires_grad=True)
+        >>> x.astype("float64", copy=False) is x
+        True
+        >>> x.astype("float32").dtype
+        dtype('float32')
+        """
+        if not copy and self.dtype == np.dtype(dtype):
+            return self
         return astype(self, dtype)
 
     def copy(self) -> Tensor:

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
 
 from funcdiff._core.registry import Rule
 from funcdiff._core.structured import BasisBatch
-from funcdiff._core.tensor import Tensor, tensor
+from funcdiff._core.tensor import Tensor, gradient_edge, tensor
 from funcdiff._jacobian import double_backward_jvp, jvp, vjp
 from funcdiff.autograd.engine import grad
+from funcdiff.autograd.forward import push_forward
 from funcdiff.ops import dispatch as _ops
 from funcdiff.rules.cases import Arg, Case
 
@@ -116,11 +117,20 @@ def _outputs(result: Any, case: Case, kinds: str = "f") -> tuple:
     )
 
 
-def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequence[Any]) -> Any:
+def call_case(
+    rule: Rule,
+    args: list,
+    slots: list,
+    kwargs: dict,
+    values: Sequence[Any],
+    writes: int | None = None,
+) -> Any:
     """Run ``rule`` through funcdiff on a materialised case with ``values`` in its slots.
 
     ``args``, ``slots`` and ``kwargs`` come from :func:`materialize_case`; ``values``
-    holds one entry per slot (arrays or Tensors). Returns the rule's raw result.
+    holds one entry per slot (arrays or Tensors). Returns the rule's raw result, or,
+    for an in-place operation (``writes``, from :attr:`Case.writes`), the argument it
+    wrote into: a copy of the one given (recorded for a Tensor, so never a leaf).
     """
     call_args = [list(a) if isinstance(a, list) else a for a in args]
     call_kwargs = dict(kwargs)
@@ -131,7 +141,12 @@ def call_case(rule: Rule, args: list, slots: list, kwargs: dict, values: Sequenc
             call_args[i] = v
         else:
             call_args[i][j] = v
-    return _ops.call(rule, tuple(call_args), call_kwargs)
+    if writes is None:
+        return _ops.call(rule, tuple(call_args), call_kwargs)
+    target = call_args[writes]
+    call_args[writes] = np.copy(target) if isinstance(target, Tensor) else np.array(target)
+    _ops.call(rule, tuple(call_args), call_kwargs)
+    return call_args[writes]
 
 
 def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Callable, list]:
@@ -152,7 +167,7 @@ def flat_case(rule: Rule, case: Case, seed: int, points: int = 3) -> tuple[Calla
         for shape, size in zip(shapes, sizes):
             values.append(x[start : start + size].reshape(shape))
             start += size
-        outs = _outputs(call_case(rule, args, slots, kwargs, values), case, "fc")
+        outs = _outputs(call_case(rule, args, slots, kwargs, values, case.writes), case, "fc")
         parts = [
             p for o in outs for p in ((np.real(o), np.imag(o)) if o.dtype.kind == "c" else (o,))
         ]
@@ -171,7 +186,7 @@ def _build_function(
     """f(*diff_values) -> tuple of float outputs (of ``kinds``), running the rule."""
 
     def f(*values: Any) -> tuple:
-        return _outputs(call_case(rule, args, slots, kwargs, values), case, kinds)
+        return _outputs(call_case(rule, args, slots, kwargs, values, case.writes), case, kinds)
 
     return f
 
@@ -241,7 +256,9 @@ def check_rule_case(
 
     if any(
         np.iscomplexobj(o)
-        for o in _as_values(_outputs(call_case(rule, args, slots, kwargs, x0), case, "c"))
+        for o in _as_values(
+            _outputs(call_case(rule, args, slots, kwargs, x0, case.writes), case, "c")
+        )
     ):
         # Complex results (rfft of a real input): checked in torch's convention.
         return check_complex_rule_case(rule, case, index)
@@ -380,6 +397,33 @@ def check_rule_case(
         if not _close(hv[k], fd, max(case.atol, 1e-5), max(case.rtol, 1e-4)):
             failures.append(f"second order, input {k}: {_describe(hv[k], fd)}")
 
+    # Reverse over forward: the tangents pushed with create_graph from a direction that
+    # is itself a Tensor, then differentiated. d/dx <J(x) v, w> is H_w v as above and
+    # d/dv <J(x) v, w> is J^T w: every tangent map must record differentiable operations
+    # (forward over reverse of a composite pushes Tensor tangents through them).
+    inputs = values(True, x0)
+    seeds_v: list[Tensor] = [tensor(v, requires_grad=True) for v in direction]
+    pushed = push_forward(
+        f(*inputs), {gradient_edge(t): d for t, d in zip(inputs, seeds_v)}, create_graph=True
+    )
+    tangent_roots = [
+        (t, w) for t, w in zip(pushed, weights) if isinstance(t, Tensor) and t.requires_grad
+    ]
+    rof_expected = [*hv, *(np.asarray(g.data) for g in grads)]
+    if not tangent_roots:
+        if any(np.any(e != 0) for e in rof_expected):
+            failures.append("reverse over forward: the tangents do not depend on the direction")
+    else:
+        rof_grads = _grads(
+            [t for t, _ in tangent_roots],
+            [*inputs, *seeds_v],
+            grad_outputs=[w for _, w in tangent_roots],
+        )
+        for k, (r, e) in enumerate(zip(rof_grads, rof_expected)):
+            rof_value = np.asarray(r.data)
+            if not _close(rof_value, e, max(case.atol, 1e-9), max(case.rtol, 1e-8)):
+                failures.append(f"reverse over forward, input {k}: {_describe(rof_value, e)}")
+
     # Batched second order: a batch of directions through the recorded backward pass.
     if live:
         batch_dirs = [rng.standard_normal((batch,) + tuple(g.shape)) for g, _ in live]
@@ -410,7 +454,7 @@ def _complexified(case: Case, first_only: bool) -> Case | None:
     kwargs = {k: _complexify(v, mark) for k, v in case.kwargs.items()}
     if args == case.args and kwargs == dict(case.kwargs):
         return None
-    return Case(args, kwargs, case.output, case.order, case.atol, case.rtol, case.note)
+    return replace(case, args=args, kwargs=kwargs)
 
 
 def _count_args(case: Case) -> int:

@@ -220,7 +220,7 @@ def test_diagonal_rules_tangent_maps_equal_the_reverse_mode_jvp(
     args, slots, kwargs = materialize_case(case, rng)
 
     def f(*values):
-        result = call_case(rule, args, slots, kwargs, values)
+        result = call_case(rule, args, slots, kwargs, values, case.writes)
         if case.output is not None:
             result = case.output(result)
         items = result if isinstance(result, (tuple, list)) else (result,)
@@ -262,3 +262,17 @@ def test_diagonal_rules_tangent_maps_equal_the_reverse_mode_jvp(
                 )
     if single:  # a one-output ufunc never needs the transposed vjp
         assert calls[0] == 0
+
+
+def test_third_derivative_of_prod_through_forward_over_reverse_with_create_graph() -> None:
+    # The Jacobian of H(x) 1 for prod(x) on three entries is the third derivative
+    # contracted with ones: 1 off the diagonal, 0 on it (d^3 prod / dx_i dx_j dx_k is 1
+    # for distinct i, j, k). np.prod's backward shifts its cumulative products, so this
+    # pushes Tensor tangents through that shift.
+    from funcdiff.functional import hvp
+
+    x = np.array([1.5, 2.0, 3.0])
+    third = jacobian(
+        lambda x: hvp(np.prod, x, fd.tensor(np.ones(3)), create_graph=True)[1], fd.tensor(x)
+    )
+    np.testing.assert_allclose(np.asarray(third.detach()), 1.0 - np.eye(3), atol=1e-13)

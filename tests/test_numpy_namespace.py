@@ -94,7 +94,7 @@ def test_star_import_gives_the_overrides() -> None:
 def test_numpy_itself_is_untouched() -> None:
     # Inside funcdiff, ``import numpy`` is the real NumPy; nothing was patched on it.
     assert numpy.array is not fnp.array and numpy.__name__ == "numpy"
-    assert numpy.float64 is not fnp.float64 and numpy.r_ is not fnp.r_
+    assert numpy.int64 is not fnp.int64 and numpy.r_ is not fnp.r_
     assert "funcdiff" not in numpy.__file__
 
 
@@ -405,18 +405,26 @@ def test_aliases_share_one_cast_type() -> None:
     assert (fnp.intp is fnp.int64) == (numpy.intp is numpy.int64)
 
 
-def test_float_cast_of_a_tensor_is_recorded() -> None:
+def test_float_types_are_numpys_and_astype_casts_a_tensor() -> None:
+    # NumPy's own types, as HIPS autograd's (its tests assert g.dtype.type is np.float32).
+    for name in ("float16", "float32", "float64", "half", "single", "double", "longdouble"):
+        assert getattr(fnp, name) is getattr(numpy, name)
     x = fd.tensor(1.5, requires_grad=True)
-    y = fnp.float64(x**2)
+    # NumPy's type converts the Tensor to numbers: refused, naming the recorded cast.
+    with pytest.raises(RuntimeError, match=r"t\.astype\(np\.float64\) records"):
+        fnp.float64(x**2)
+    y = (x**2).astype(fnp.float64)
     assert isinstance(y, fd.Tensor) and y.shape == () and y.requires_grad
     numpy.testing.assert_allclose(fd.grad(y, x)[0].data, 3.0)
-    single = fnp.float32(x * 3.0)
-    assert single.dtype == numpy.float32 and single.requires_grad
+    single = (x * 3.0).astype(fnp.float32)
+    assert single.dtype.type is fnp.float32 and single.requires_grad
     g = fd.grad(single, x)[0]
     assert g.dtype == numpy.float64 and g.item() == 3.0
-    vec = fnp.float64([x, x**3])
+    vec = fnp.array([x, x**3]).astype(fnp.float64)
     numpy.testing.assert_allclose(fd.grad(vec.sum(), x)[0].data, 1 + 3 * 1.5**2)
-    check_gradient(lambda t: fnp.float64(fnp.sum(t**2)) * 2.0, [0.5, -2.0])
+    check_gradient(lambda t: fnp.sum(t**2).astype(fnp.float64) * 2.0, [0.5, -2.0])
+    # Plain values: NumPy's scalars and arrays, as before.
+    assert type(fnp.float32(2)) is numpy.float32
 
 
 def test_integer_cast_of_a_tensor_is_a_constant() -> None:

@@ -599,7 +599,7 @@ def test_jvp_by_double_vjp_matches_finite_differences(rule, index, case) -> None
 
     def call(values, as_tensors):
         ins = [fd.tensor(v, requires_grad=True) if as_tensors else v for v in values]
-        out = call_case(rule, args, slots, kwargs, ins)
+        out = call_case(rule, args, slots, kwargs, ins, case.writes)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         outs = [o for o in outs if np.asarray(data(o)).dtype.kind == "f"]
         if case.output is not None:

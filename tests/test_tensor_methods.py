@@ -109,3 +109,13 @@ class TestZero:
         t = fd.tensor(5.0)
         t.zero_()
         assert t.item() == 0.0
+
+
+def test_astype_copy_false_returns_the_tensor_when_the_dtype_matches() -> None:
+    x = fd.tensor([1.0, 2.0], requires_grad=True)
+    assert x.astype(np.float64, copy=False) is x
+    y = x.astype(np.float32, copy=False)
+    assert y is not x and y.dtype == np.float32
+    (g,) = fd.grad(np.sum(y.astype(np.float64) * 3.0), [x])
+    assert g.dtype == np.float64
+    np.testing.assert_array_equal(np.asarray(g), [3.0, 3.0])

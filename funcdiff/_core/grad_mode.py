@@ -19,6 +19,7 @@ __all__ = [
     "inference_mode",
     "is_grad_enabled",
     "is_inference_mode_enabled",
+    "MODE_WATCHERS",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -37,6 +38,17 @@ class ThreadState(threading.local):
 #: :func:`is_grad_enabled` or uses the context managers. The tracer and observer slots
 #: are :mod:`funcdiff._core.tracing`'s.
 thread_state = ThreadState()
+
+
+#: Called with no argument after a grad-mode context manager is entered or left and after
+#: ``set_grad_enabled(mode)``: ``funcdiff.autograd.forward_ad`` keeps tangents flowing
+#: under ``no_grad`` this way. Empty, and so free, unless a dual level is active.
+MODE_WATCHERS: list[Callable[[], None]] = []
+
+
+def _notify() -> None:
+    for watcher in list(MODE_WATCHERS):
+        watcher()
 
 
 def is_grad_enabled() -> bool:
@@ -87,9 +99,13 @@ class _GradModeContext:
     def __enter__(self) -> None:
         self._saved = (thread_state.grad_enabled, thread_state.inference)
         self._enter_mode()
+        if MODE_WATCHERS:
+            _notify()
 
     def __exit__(self, *exc: object) -> None:
         thread_state.grad_enabled, thread_state.inference = self._saved
+        if MODE_WATCHERS:
+            _notify()
 
     def __call__(self, func: F) -> F:
         @functools.wraps(func)
@@ -167,6 +183,8 @@ class set_grad_enabled(_GradModeContext):
         self.mode = mode
         self._saved = (thread_state.grad_enabled, thread_state.inference)
         thread_state.grad_enabled = mode
+        if MODE_WATCHERS:
+            _notify()
 
     def __enter__(self) -> None:
         # The mode was already set by __init__; only remember what to restore.
@@ -181,6 +199,8 @@ class set_grad_enabled(_GradModeContext):
     def __call__(self, func: F) -> F:
         # Decorating must not leave the mode changed by __init__.
         thread_state.grad_enabled, thread_state.inference = self._saved
+        if MODE_WATCHERS:
+            _notify()
         return super().__call__(func)
 
 

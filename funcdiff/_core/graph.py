@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Node",
+    "RemovableHandle",
     "AccumulateGrad",
     "PartialCotangent",
     "Edge",
@@ -193,25 +194,25 @@ class Node:
         constant (what :attr:`next_functions` and the node hooks are aligned to)."""
         return tuple(range(len(self.edges)))
 
-    def register_prehook(self, hook: Callable) -> Any:
+    def register_prehook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(grad_outputs)`` before this node runs in backward; a tuple it
         returns replaces the gradients of the node's outputs (torch's ``Node`` hook)."""
         return self._add_node_hook("node_pre", hook)
 
-    def register_hook(self, hook: Callable) -> Any:
+    def register_hook(self, hook: Callable) -> RemovableHandle:
         """Call ``hook(grad_inputs, grad_outputs)`` after this node ran in backward;
         ``grad_inputs`` is aligned with :attr:`next_functions` (None for constants), and
         a tuple it returns replaces it (torch's ``Node`` hook)."""
         return self._add_node_hook("node_post", hook)
 
-    def _add_node_hook(self, kind: str, hook: Callable) -> Any:
+    def _add_node_hook(self, kind: str, hook: Callable) -> RemovableHandle:
         if not callable(hook):
             raise TypeError(f"a Node hook must be callable, got {type(hook).__name__}")
         if self.pre_hooks is None:
             self.pre_hooks = {}
         hooks = self.pre_hooks.setdefault(kind, [])
         hooks.append(hook)
-        return _NodeHookHandle(hooks, hook)
+        return RemovableHandle(hooks, hook)
 
     def apply(self, grads: list, create_graph: bool) -> Sequence[Any]:
         """Map output cotangents to one cotangent per edge (None where there is none)."""
@@ -264,8 +265,9 @@ class Node:
         return f"<{self.name()} object at {id(self):#x}>"
 
 
-class _NodeHookHandle:
-    """Returned by a Node's ``register_hook``/``register_prehook``; ``remove()`` undoes it."""
+class RemovableHandle:
+    """Returned by ``register_hook`` (of a Tensor or a Node) and the other hook
+    registrations; ``remove()`` unregisters the hook."""
 
     __slots__ = ("_hooks", "_hook")
 
@@ -274,6 +276,7 @@ class _NodeHookHandle:
         self._hook = hook
 
     def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
 

@@ -20,7 +20,7 @@ import numpy as np
 from funcdiff._core import grad_mode, tracing
 from funcdiff._core.alternatives import NUMPY_CONSTRUCTION_HINT
 from funcdiff._core.conversions import scipy_advice, scipy_caller
-from funcdiff._core.graph import AccumulateGrad, Node
+from funcdiff._core.graph import AccumulateGrad, Node, RemovableHandle
 
 __all__ = ["Tensor", "tensor", "as_tensor", "wrap", "gradient_edge", "RemovableHandle"]
 __all__ += ["values_read"]
@@ -72,21 +72,6 @@ if TYPE_CHECKING:
     # The signatures of the operators and methods funcdiff._methods installs on Tensor.
     _Binary: TypeAlias = Callable[["Tensor", Any], "Tensor"]
     _Unary: TypeAlias = Callable[["Tensor"], "Tensor"]
-
-
-class RemovableHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
-
-    __slots__ = ("_hooks", "_hook")
-
-    def __init__(self, hooks: list, hook: Callable) -> None:
-        self._hooks = hooks
-        self._hook = hook
-
-    def remove(self) -> None:
-        """Unregister the hook (a second call does nothing)."""
-        if self._hook in self._hooks:
-            self._hooks.remove(self._hook)
 
 
 class Tensor:
@@ -514,7 +499,8 @@ class Tensor:
             how = (
                 "A NumPy or SciPy function without a funcdiff rule was probably called on it, "
                 "or it was stored into a plain ndarray (out[...] = t; make out with "
-                "np.zeros_like(x) instead). " + NUMPY_CONSTRUCTION_HINT
+                "np.zeros_like(x) instead), or cast with a NumPy scalar type (np.float64(t); "
+                "t.astype(np.float64) records). " + NUMPY_CONSTRUCTION_HINT
             )
             if caller is not None:
                 how = (

@@ -9,8 +9,11 @@ whose tangent is the Hessian-vector product ``H v`` (forward over reverse).
 How it works: the operations on dual Tensors are recorded as usual, and
 ``unpack_dual`` pushes the level's tangents forward through the recorded graph
 (:func:`funcdiff.autograd.forward.push_forward`), node by node, with each rule's
-tangent map (a custom Function's ``jvp``) or its transposed vjp. So tangents need
-recording: they do not flow under :func:`funcdiff.no_grad`, where nothing is recorded.
+tangent map (a custom Function's ``jvp``) or its transposed vjp. Tangents flow under
+:func:`funcdiff.no_grad` too, as torch's do: there, an operation on dual Tensors is
+recorded from fresh duals that carry the inputs' tangents and no reverse-mode history,
+so its result has a tangent and no gradient reaches the inputs through it. (Under
+``inference_mode`` nothing is recorded and tangents stop, as in torch.)
 
 Examples
 --------
@@ -26,13 +29,16 @@ tensor([2.        , 1.08060461])
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 
-from funcdiff._core import grad_mode
+from funcdiff._core import grad_mode, tracing
 from funcdiff._core.graph import SEQUENCE, Node
+from funcdiff._core.registry import FUNCTION_RULES, NAMED_RULES, UFUNC_RULES, Rule
 from funcdiff._core.tensor import Tensor, tensor, wrap
 from funcdiff.autograd.forward import push_forward
 
@@ -47,11 +53,18 @@ class UnpackedDualTensor(NamedTuple):
 
 
 class _Level:
-    __slots__ = ("seeds", "index")
+    __slots__ = ("seeds", "index", "fresh")
 
     def __init__(self, index: int) -> None:
         self.index = index
         self.seeds: dict[tuple[Node, int], Any] = {}
+        # The seeds of the fresh duals made under no_grad, held no longer than their nodes.
+        self.fresh: weakref.WeakKeyDictionary[Node, Any] = weakref.WeakKeyDictionary()
+
+    def all_seeds(self) -> dict[tuple[Node, int], Any]:
+        if not self.fresh:
+            return self.seeds
+        return {**self.seeds, **{(node, 0): t for node, t in self.fresh.items()}}
 
 
 _levels: list[_Level] = []
@@ -103,6 +116,8 @@ def enter_dual_level() -> int:
             "dual_level before entering a new one"
         )
     _levels.append(_Level(len(_levels)))
+    grad_mode.MODE_WATCHERS.append(_follow_grad_mode)
+    _follow_grad_mode()
     return len(_levels) - 1
 
 
@@ -111,6 +126,9 @@ def exit_dual_level(*, level: int | None = None) -> None:
     if not _levels:
         raise RuntimeError("exit_dual_level called outside of a dual_level")
     _levels.pop()
+    if _follow_grad_mode in grad_mode.MODE_WATCHERS:
+        grad_mode.MODE_WATCHERS.remove(_follow_grad_mode)
+    _follow_grad_mode()
 
 
 def _current(level: int | None, what: str) -> _Level:
@@ -154,17 +172,24 @@ def make_dual(tensor_: Any, tangent: Any, *, level: int | None = None) -> Tensor
             f"original Tensor, this is not supported. Tensor is of size {primal.shape} while "
             f"the given forward gradient is of size {tangent.shape}."
         )
+    out, node = _dual(primal, primal._requires_grad)
+    current.seeds[(node, 0)] = tangent
+    return out
+
+
+def _dual(primal: Tensor, linked: bool) -> tuple[Tensor, _DualNode]:
+    """A Tensor sharing ``primal``'s data whose node seeds a tangent; its gradient flows
+    on to ``primal`` when ``linked``."""
     node = _DualNode.__new__(_DualNode)
     Node.__init__(
         node,
-        (primal._gradient_edge(),) if primal._requires_grad else (),
+        (primal._gradient_edge(),) if linked else (),
         ((primal.data.shape, primal.data.dtype),),
     )
     node.seq = next(SEQUENCE)
     out = wrap(primal.data, True, node, 0)
     out._version_owner = primal._version_owner if primal._version_owner is not None else primal
-    current.seeds[(node, 0)] = tangent
-    return out
+    return out, node
 
 
 def unpack_dual(tensor_: Any, *, level: int | None = None) -> UnpackedDualTensor:
@@ -174,7 +199,7 @@ def unpack_dual(tensor_: Any, *, level: int | None = None) -> UnpackedDualTensor
         return UnpackedDualTensor(tensor_, None)
     if not _levels or not tensor_._requires_grad:
         return UnpackedDualTensor(tensor_, None)
-    seeds = _current(level, "unpack_dual").seeds
+    seeds = _current(level, "unpack_dual").all_seeds()
     if not seeds:
         return UnpackedDualTensor(tensor_, None)
     # Tangents are differentiable (recorded) when a tangent or a primal requires grad,
@@ -189,3 +214,132 @@ def unpack_dual(tensor_: Any, *, level: int | None = None) -> UnpackedDualTensor
     if not isinstance(tangent, Tensor):
         tangent = wrap(np.array(tangent), False, None, 0)
     return UnpackedDualTensor(tensor_, tangent)
+
+
+# ---------------------------------------------------------------- tangents under no_grad
+class _NoGradTangents(tracing.BaseTracer):
+    """Installed while grad is off inside a dual level (``no_grad``): an operation on
+    Tensors with tangents runs recorded on fresh duals of its inputs, which carry their
+    tangents and none of their reverse-mode history. The result has a tangent (it
+    depends on dual Tensors) and passes no gradient back to the inputs, as a result
+    computed under torch's ``no_grad``. Every other operation runs as usual."""
+
+    def __init__(self, level: _Level) -> None:
+        self.level = level
+        self.busy = False
+
+    def process(self, rule: Rule, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        if rule.impl is None and _key(rule) is None:
+            return NotImplemented
+        return self._rerun(lambda a, k: _run(rule, a, k), args, kwargs)
+
+    def function_call(self, cls: Any, args: Sequence[Any]) -> Any:
+        """A custom Function's ``apply`` under no_grad: rerun on fresh duals (its
+        ``jvp``, or its transposed backward, gives the tangent)."""
+        return self._rerun(lambda a, k: cls.apply(*a), args, {})
+
+    def _rerun(self, run: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
+        if self.busy or grad_mode.thread_state.grad_enabled:
+            return NotImplemented
+        found = [
+            t
+            for a in (*args, *kwargs.values())
+            for t in (a if type(a) in (list, tuple) else (a,))
+            if isinstance(t, Tensor) and t._requires_grad
+        ]
+        seeds = self.level.all_seeds()
+        if not found or not seeds:
+            return NotImplemented
+        tangents = push_forward(found, seeds, create_graph=False)
+        if all(t is None for t in tangents):
+            return NotImplemented
+        swap: dict[int, Tensor] = {}
+        for t, tangent in zip(found, tangents, strict=True):
+            if id(t) in swap:
+                continue
+            if tangent is None:  # a constant here, as under no_grad
+                swap[id(t)] = wrap(t.data, False, None, 0)
+                continue
+            fresh, node = _dual(t, False)
+            self.level.fresh[node] = wrap(np.asarray(tangent), False, None, 0)
+            swap[id(t)] = fresh
+
+        def sub(a: Any) -> Any:
+            if isinstance(a, Tensor):
+                return swap.get(id(a), a)
+            if type(a) in (list, tuple):
+                return type(a)(sub(x) for x in a)
+            return a
+
+        self.busy = True
+        state = grad_mode.thread_state
+        state.grad_enabled = True
+        try:
+            return run([sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()})
+        finally:
+            state.grad_enabled = False
+            self.busy = False
+
+
+_KEYS: dict[int, tuple[str, Any]] = {}
+
+
+def _key(rule: Rule) -> tuple[str, Any] | None:
+    """Where ``rule`` is registered: ``("ufunc" | "function" | "named", key)``."""
+    key = _KEYS.get(id(rule))
+    if key is None:  # a rule registered since (lazily loaded modules): look again
+        for kind, table in (("ufunc", UFUNC_RULES), ("function", FUNCTION_RULES)):
+            for k, r in table.items():
+                _KEYS.setdefault(id(r), (kind, k))
+        for k, r in NAMED_RULES.items():
+            _KEYS.setdefault(id(r), ("named", k))
+        key = _KEYS.get(id(rule))
+    return key
+
+
+def _run(rule: Rule, args: list, kwargs: dict[str, Any]) -> Any:
+    """Run ``rule`` on Tensors through the dispatch that called it (recorded)."""
+    if rule.impl is not None:
+        return rule.impl(*args, **kwargs)
+    kind, k = cast(tuple, _key(rule))
+    if kind == "ufunc":
+        return k(*args, **kwargs)
+    if kind == "function":
+        first = next(
+            t
+            for a in (*args, *kwargs.values())
+            for t in (a if type(a) in (list, tuple) else (a,))
+            if isinstance(t, Tensor)
+        )
+        return first.__array_function__(k, (Tensor,), tuple(args), kwargs)
+    if k == "getitem":
+        return args[0][args[1]]
+    return args[0].astype(*args[1:], **kwargs)  # "astype"
+
+
+class _Installed(threading.local):
+    # This thread's installed _NoGradTangents, and the context manager that installed it.
+    tracer: _NoGradTangents | None = None
+    manager: Any = None
+
+
+_installed = _Installed()
+
+
+def _follow_grad_mode() -> None:
+    """Install the no_grad tracer while grad is off (not inference mode) in a dual level,
+    unless another transform traces this thread; remove it otherwise."""
+    state = grad_mode.thread_state
+    tracer = _installed.tracer
+    if tracer is not None and tracer.busy and _levels:
+        return  # its own rerun switches modes (a Function's forward runs under no_grad)
+    wanted = bool(_levels) and not state.grad_enabled and not state.inference
+    manager = _installed.manager
+    if wanted and manager is None and not tracing.is_watched():
+        tracer = _NoGradTangents(_levels[-1])
+        manager = tracing.installed(tracer)
+        manager.__enter__()
+        _installed.tracer, _installed.manager = tracer, manager
+    elif not wanted and manager is not None:
+        _installed.tracer = _installed.manager = None
+        manager.__exit__(None, None, None)

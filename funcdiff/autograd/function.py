@@ -372,6 +372,13 @@ class Function:
                 f"{cls.__name__} does not implement backward(ctx, *grads); a custom Function "
                 "needs both forward and backward"
             )
+        if tracing.TRACING[0] and not grad_mode.thread_state.grad_enabled:
+            # Under no_grad in a dual level, forward_ad reruns the call on fresh duals.
+            rerun = getattr(tracing.current_tracer(), "function_call", None)
+            if rerun is not None:
+                done = rerun(cls, args)
+                if done is not NotImplemented:
+                    return done
         needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         ctx = FunctionCtx(needs)
         recording = grad_mode.is_grad_enabled() and any(needs)

@@ -15,8 +15,10 @@ arguments, where a Tensor would be converted to plain numbers and its gradient l
   ``mean``, ``std``, ``var``, ``average``, ``max``, ``min``, ``amax``, ``amin``,
   ``cumsum``, ``cumprod``, ``append``, ``dot``, ``outer``, ``inner``, ``matmul``... and
   ``linalg.norm`` (see :data:`LIFTED`);
-* scalar-type casts: ``float64(t)``, ``int64(t)`` ... of a Tensor are a recorded
-  ``t.astype(...)``; an integer cast gives a constant (no gradient), as ``astype`` does.
+* integer scalar-type casts: ``int64(t)``, ``uint8(t)`` ... of a Tensor are a recorded
+  ``t.astype(...)``, a constant (no gradient), as ``astype`` gives. The floating-point
+  types are NumPy's own (``float32 is numpy.float32``, as in HIPS autograd): cast a
+  Tensor with ``t.astype(np.float32)``, which records.
 
 With plain NumPy arguments every override returns exactly NumPy's result. Code written
 with ``import numpy as np`` keeps working unchanged; this namespace only adds the
@@ -27,7 +29,7 @@ Examples
 --------
 >>> import funcdiff as fd
 >>> import funcdiff.numpy as np
->>> np.sin is __import__("numpy").sin
+>>> np.sin is __import__("numpy").sin and np.float32 is __import__("numpy").float32
 True
 >>> a = fd.tensor(0.5, requires_grad=True)
 >>> b = fd.tensor(2.0, requires_grad=True)

@@ -1,15 +1,20 @@
-"""Scalar types (``float64``, ``int64`` ...) whose call casts a Tensor with a recorded astype.
+"""Integer scalar types (``int64``, ``uint8`` ...) whose call casts a Tensor with a
+recorded astype.
 
-``numpy.float64(t)`` converts ``t`` to a Python number first, which drops the gradient
-(funcdiff refuses it when ``t`` requires grad). The types here are subclasses of NumPy's,
-so they work wherever NumPy's do (``dtype=np.float64``, ``np.dtype(np.int64)``,
-``isinstance(x, np.float64)``, ``np.issubdtype(d, np.float64)``), and calling one:
+``numpy.int64(t)`` converts ``t`` to Python numbers first, which funcdiff refuses when
+``t`` requires grad. The types here are subclasses of NumPy's, as HIPS autograd's
+``autograd.numpy.int64`` is, so they work wherever NumPy's do (``dtype=np.int64``,
+``np.dtype(np.int64)``, ``isinstance(x, np.int64)``, ``np.issubdtype(d, np.int64)``),
+and calling one:
 
 * on a Tensor, or a (nested) list holding Tensors, returns ``tensor.astype(type)``: a
-  Tensor (0-d for a 0-d Tensor), recorded; a float cast keeps the gradient (cast back to
-  the input's dtype), an integer or bool cast gives a constant: a Tensor that does not
-  require grad, as ``astype`` does;
+  constant Tensor (no gradient, as ``astype`` to an integer type gives);
 * on anything else, returns exactly what NumPy's type returns (a NumPy scalar or array).
+
+The floating-point types are NumPy's own (``funcdiff.numpy.float32 is numpy.float32``),
+as in HIPS autograd, so that ``x.dtype.type is np.float32`` holds for the arrays and
+gradients a program computes; a Tensor is cast to one with the recorded
+``t.astype(np.float32)``.
 """
 
 from __future__ import annotations
@@ -22,9 +27,9 @@ from funcdiff.numpy._creation import asarray, contains_tensor
 
 __all__ = ["CAST_TYPES", "cast_type"]
 
-#: The NumPy scalar types given a Tensor-aware call (complex ones are left as NumPy's).
+#: The NumPy scalar types given a Tensor-aware call: the integer ones (the floating-point
+#: and complex ones are NumPy's own).
 CAST_TYPES = (
-    "float16 float32 float64 half single double longdouble "
     "int8 int16 int32 int64 intp int_ intc short long longlong byte "
     "uint8 uint16 uint32 uint64 uintp uint uintc ushort ulong ulonglong ubyte"
 ).split()

@@ -175,32 +175,55 @@ def view_index(base: np.ndarray, view: np.ndarray) -> tuple:
 
 
 def _write_to_base(view: Tensor, result: Tensor) -> None:
-    """Rebase ``view``'s base onto "old base with the view's region set to ``result``"."""
+    """Rebase ``view``'s base onto "old base with the view's region set to ``result``".
+
+    A view of the real or imaginary parts of a complex base (``np.real(z)``,
+    ``np.imag(z)[1:]``) sets the region to ``result`` combined with the other part of
+    the old values, as torch's ``z.real`` and ``z.imag`` views do.
+    """
     base = view._view_of
     assert base is not None
-    index = view_index(base.data, view.data)
+    part = _part(base.data, view.data)
     old = _snapshot(base, copy=False)
-    args = (old, index, result)
+    value: Any = result
+    if part is None:
+        index = view_index(base.data, view.data)
+    else:
+        index = view_index(part(base.data), view.data)
+        # Recorded on ``old``: the other part of the region is unchanged by the write.
+        kept = old[index]
+        if part is np.real:
+            value = result + 1j * np.imag(kept)
+        else:
+            value = np.real(kept) + 1j * result
+    args = (old, index, value)
     paths, tensors = _scan(args, {})
     replaced = wrap(base.data, False, None, 0)
     _record(NAMED_RULES["setitem"], args, {}, paths, tensors, base.data, [replaced])
     _rebase(base, replaced)
 
 
+def _part(base: np.ndarray, view: np.ndarray) -> Any:
+    """``np.real`` or ``np.imag`` when ``view`` is a view of the real or imaginary parts
+    of the complex ``base``; None for a view of the same item size, or of another one
+    that is neither."""
+    if base.dtype.kind != "c" or view.dtype.itemsize * 2 != base.dtype.itemsize:
+        return None
+    for part in (np.real, np.imag):
+        try:
+            view_index(part(base), view)
+        except RuntimeError:
+            continue
+        return part
+    return None
+
+
 def _part_of(base: Tensor, view: np.ndarray) -> Tensor | None:
     """``np.real(base)`` or ``np.imag(base)``, recorded, for a view of the real or
     imaginary parts of a complex base; None for any other view of another item size."""
-    if base.data.dtype.kind != "c" or view.dtype.itemsize * 2 != base.data.dtype.itemsize:
-        return None
-    for part in (np.real, np.imag):
-        candidate = part(base.data)
-        try:
-            view_index(candidate, view)
-        except RuntimeError:
-            continue
-        # A Tensor: NumPy dispatches np.real / np.imag to it.
-        return part(base)  # type: ignore[return-value]
-    return None
+    part = _part(base.data, view)
+    # A Tensor: NumPy dispatches np.real / np.imag to it.
+    return None if part is None else part(base)
 
 
 class _StaleView(Node):

@@ -105,6 +105,15 @@ class Case:
     ``concatenate``-like functions) and plain constants, passed through as they are.
     ``output`` maps the forward result to the array or tuple of arrays that the
     tests differentiate (for example to remove the sign ambiguity of eigenvectors).
+    ``writes`` makes it the case of an in-place operation (``put_along_axis``), which
+    writes into its positional argument ``writes`` and returns None: the tests pass a
+    copy there (a recorded copy of a Tensor, so the written Tensor is never a leaf)
+    and differentiate that argument's value after the call.
+
+    Examples
+    --------
+    >>> Case((Arg((2, 3)), np.array([[0], [2]]), Arg((2, 1)), 1), writes=0).writes
+    0
     """
 
     args: tuple = ()
@@ -114,3 +123,4 @@ class Case:
     atol: float = 1e-6
     rtol: float = 1e-5
     note: str = ""
+    writes: int | None = None

@@ -28,7 +28,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
 
+from funcdiff._core.grad_mode import is_grad_enabled
 from funcdiff._core.graph import PartialCotangent
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
@@ -414,6 +416,69 @@ register(
         uses_values=False,
         family="indexing",
         structure=SELECT,
+        complex=True,
+    ),
+)
+
+
+def _put_along_axis(arr, indices, values, axis):
+    """``numpy.put_along_axis`` as ``arr[index] = values``, with the advanced index that
+    ``take_along_axis`` reads: a Tensor ``arr`` records the write as any in-place
+    ``t[index] = v`` (torch's ``scatter_``), so the gradient reaches ``values`` through
+    the written entries and the old ``arr`` through the others."""
+    idx = np.asarray(_plain(indices))
+    if idx.dtype.kind not in "iu":
+        raise IndexError(
+            f"numpy.put_along_axis: indices must be an integer array, got dtype {idx.dtype}"
+        )
+    shape = np.shape(arr)
+    if axis is None:
+        if idx.ndim != 1:
+            raise ValueError("numpy.put_along_axis: with axis=None, indices must be 1-d")
+        n = int(np.prod(shape))
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            raise IndexError(f"numpy.put_along_axis: an index is out of bounds for size {n}")
+        if np.broadcast_shapes(np.shape(values), idx.shape) != idx.shape:
+            raise ValueError(
+                f"numpy.put_along_axis: values of shape {np.shape(values)} do not broadcast "
+                f"to the shape {idx.shape} of indices"
+            )
+        index = np.unravel_index(np.where(idx < 0, idx + n, idx), shape)
+    else:
+        if idx.ndim != len(shape):
+            raise ValueError(
+                "numpy.put_along_axis: indices and arr must have the same number of "
+                f"dimensions, got {idx.ndim} and {len(shape)}"
+            )
+        index = _along_index(idx, shape, normalize_axis_index(int(axis), len(shape)))
+    if not isinstance(arr, Tensor) and isinstance(values, Tensor):
+        if values.requires_grad and is_grad_enabled():
+            raise RuntimeError(
+                "numpy.put_along_axis: arr is an ndarray, which cannot carry the gradient "
+                "of values (a Tensor that requires grad); make arr a Tensor "
+                "(funcdiff.tensor(arr)) or pass values.detach()"
+            )
+        values = values_read(values)
+    arr[index] = values
+
+
+register(
+    Rule(
+        "put_along_axis",
+        np.put_along_axis,
+        impl=_put_along_axis,
+        nondiff_args=frozenset({1, "indices"}),
+        cases=(
+            Case((Arg((3, 4)), np.array([[1], [3], [0]]), Arg((3, 1)), 1), writes=0),
+            Case((Arg((3, 4)), np.array([[2, 0, 1, 2]]), Arg((1, 4)), 0), writes=0),
+            Case((Arg((2, 3, 2)), np.array([[[0, 1]], [[2, 2]]]), Arg(()), -2), writes=0),
+            Case((Arg((2, 3)), np.array([5, -6, 2]), Arg((3,)), None), writes=0),
+            Case((Arg((3, 4)), np.array([[0, 2]]), Arg((3, 2), diff=False), 1), writes=0),
+        ),
+        convention="in place, as torch's scatter_: the written entries take their gradient "
+        "from values, the others from arr; with a repeated index only the write NumPy "
+        "keeps gets the gradient",
+        family="indexing",
         complex=True,
     ),
 )

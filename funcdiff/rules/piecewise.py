@@ -164,7 +164,9 @@ register(
 register(
     Rule(
         "imag",
-        lambda val: np.array(np.imag(val)),
+        # A view of a complex input's imaginary parts, as np.real's of its real parts
+        # (writing through it changes the input); a real input's zeros are a new array.
+        lambda val: np.imag(val)[...] if np.iscomplexobj(val) else np.array(np.imag(val)),
         # Im z = (z - conj z) / 2i: the cotangent -i g, whose real part (a real
         # input's share) is 0.
         vjps={0: lambda g, ans, val: -1j * g},

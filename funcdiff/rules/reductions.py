@@ -307,12 +307,11 @@ def _dof(a: Any, axis: Any, ddof: Any, correction: Any) -> Any:
     return _count(a, axis) - (ddof if correction is _NOVALUE else correction)
 
 
-def _moment(name: str, numpy_fn: Any, cotangent: Any) -> tuple[Any, Any]:
-    """The forward and the vjp of ``var`` or ``std``, with NumPy's parameters.
-
-    ``cotangent(ge, ans, a, axis, keepdims, centered, dof)`` gives the vjp from the
-    expanded cotangent ``ge``, the centered input and the degrees of freedom.
-    """
+def numpy_moment(name: str, body: Any) -> Any:
+    """A function with the signature of ``numpy.var`` (``std``, ``nanvar``, ``nanstd``)
+    that refuses the options funcdiff does not differentiate (``out=``, ``mean=``, a
+    ``where`` mask) and returns ``body(a, axis, dtype, ddof, keepdims)``, with ``ddof``
+    taken from ``correction`` where that is given, as NumPy does."""
 
     def forward(
         a,
@@ -327,8 +326,27 @@ def _moment(name: str, numpy_fn: Any, cotangent: Any) -> tuple[Any, Any]:
         correction=_NOVALUE,
     ):
         _unsupported(name, out=out, where=where, mean=mean)
-        extra = {} if correction is _NOVALUE else {"correction": correction}
-        return numpy_fn(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=_keepdims(keepdims), **extra)
+        if correction is not _NOVALUE:
+            if ddof != 0:
+                raise ValueError("ddof and correction can't be provided simultaneously.")
+            ddof = correction
+        return body(a, axis, dtype, ddof, keepdims)
+
+    forward.__name__ = forward.__qualname__ = f"_{name}"
+    return forward
+
+
+def _moment(name: str, numpy_fn: Any, cotangent: Any) -> tuple[Any, Any]:
+    """The forward and the vjp of ``var`` or ``std``, with NumPy's parameters.
+
+    ``cotangent(ge, ans, a, axis, keepdims, centered, dof)`` gives the vjp from the
+    expanded cotangent ``ge``, the centered input and the degrees of freedom.
+    """
+
+    def body(a, axis, dtype, ddof, keepdims):
+        return numpy_fn(a, axis=axis, dtype=dtype, ddof=ddof, keepdims=_keepdims(keepdims))
+
+    forward = numpy_moment(name, body)
 
     def vjp(
         g,
@@ -348,7 +366,6 @@ def _moment(name: str, numpy_fn: Any, cotangent: Any) -> tuple[Any, Any]:
         ge = expand_reduced(g, ans, a, axis, keepdims)
         return cotangent(ge, ans, a, axis, keepdims, centered, _dof(a, axis, ddof, correction))
 
-    forward.__name__ = forward.__qualname__ = f"_{name}"
     vjp.__name__ = vjp.__qualname__ = f"_{name}_vjp"
     return forward, vjp
 

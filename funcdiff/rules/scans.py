@@ -87,17 +87,19 @@ def shift_last(x: Any, k: int, fill: float) -> Any:
     >>> shift_last(np.array([1.0, 2.0, 3.0]), -1, 0.0)
     array([2., 3., 0.])
     """
-    x = np.asarray(x)
-    out = np.full(x.shape, fill, dtype=np.result_type(x, fill))
+    if not hasattr(x, "shape"):
+        x = np.asarray(x)
     n = x.shape[-1]
     k = int(k)
+    dtype = np.result_type(x.dtype, fill)
+    # Built from NumPy calls that dispatch (no writes into a fresh array), so that forward
+    # mode with create_graph can run it on Tensor tangents.
+    pad = np.full((*x.shape[:-1], min(abs(k), n)), fill, dtype=dtype)
     if abs(k) >= n:
-        return out
+        return pad
     if k >= 0:
-        out[..., k:] = x[..., : n - k]
-    else:
-        out[..., :k] = x[..., -k:]
-    return out
+        return np.concatenate([pad, x[..., : n - k]], axis=-1)
+    return np.concatenate([x[..., -k:], pad], axis=-1)
 
 
 @dispatching

@@ -30,6 +30,7 @@ import numpy as np
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor
 from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.reductions import numpy_moment
 
 _NOVALUE = np._NoValue  # NumPy's "argument not given"
 
@@ -61,20 +62,8 @@ def _keep(result: Any, axes: tuple[int, ...], ndim: int, lead: int = 0) -> Any:
 
 
 # ---------------------------------------------------------------- nanvar, nanstd
-def _nanvar(
-    a,
-    axis=None,
-    dtype=None,
-    out=None,
-    ddof=0,
-    keepdims=False,
-    *,
-    where=True,
-    mean=_NOVALUE,
-    correction=_NOVALUE,
-):
-    _refuse("nanvar", out=out, dtype=dtype, mean=mean, where=None if where is True else where)
-    ddof = ddof if correction is _NOVALUE else correction
+def _nanvar_body(a, axis, dtype, ddof, keepdims):
+    _refuse("nanvar", dtype=dtype)
     keep = keepdims is True
     present = ~np.isnan(a)
     count = np.sum(present, axis=axis, keepdims=True)
@@ -86,11 +75,18 @@ def _nanvar(
     return np.where(dof > 0, squares / np.maximum(dof, 1), np.nan)
 
 
-def _nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kwargs):
-    variance = _nanvar(a, axis, dtype, out, ddof, keepdims, **kwargs)
+_nanvar = numpy_moment("nanvar", _nanvar_body)
+
+
+def _nanstd_body(a, axis, dtype, ddof, keepdims):
+    _refuse("nanstd", dtype=dtype)
+    variance = _nanvar_body(a, axis, None, ddof, keepdims)
     # Gradient 0 where the deviation is 0 (as numpy.std's rule), finite at every order.
     positive = variance > 0
     return np.where(positive, np.sqrt(np.where(positive, variance, 1.0)), variance * 0.0)
+
+
+_nanstd = numpy_moment("nanstd", _nanstd_body)
 
 
 def _nan_cases() -> tuple[Case, ...]:
@@ -128,74 +124,59 @@ register(
 
 
 # ---------------------------------------------------------------- quantiles
-def _quantile(
-    a,
-    q,
-    axis=None,
-    out=None,
-    overwrite_input=False,
-    method="linear",
-    keepdims=False,
-    *,
-    weights=None,
-    interpolation=None,
-):
-    _refuse("quantile", out=out, weights=weights, interpolation=interpolation)
-    if method != "linear":
-        raise NotImplementedError(
-            f"numpy.quantile(method={method!r}) on Tensors: only the default "
-            "method='linear' is differentiated"
-        )
-    if isinstance(q, Tensor):
-        raise TypeError("numpy.quantile: q must be a constant, not a Tensor")
-    q = np.asarray(q, dtype=np.float64)
-    if np.any((q < 0) | (q > 1)) or np.any(np.isnan(q)):
-        raise ValueError("numpy.quantile: q must be in the range [0, 1]")
-    ndim = np.ndim(a)
-    axes = _axes(axis, ndim)
-    front = np.moveaxis(a, axes, tuple(range(len(axes))))
-    rest = tuple(np.shape(front)[len(axes) :])
-    n = math.prod(np.shape(a)[i] for i in axes)
-    if n == 0:
-        raise ValueError("numpy.quantile of an empty slice")
-    ordered = np.sort(np.reshape(front, (n,) + rest), axis=0)
-    position = q * (n - 1)
-    low = np.floor(position).astype(np.intp)
-    high = np.minimum(low + 1, n - 1)
-    weight = np.reshape(position - low, q.shape + (1,) * len(rest))
-    below = np.take(ordered, low, axis=0)
-    above = np.take(ordered, high, axis=0)
-    result = below + (above - below) * weight
-    if keepdims is True:
-        result = _keep(result, axes, ndim, q.ndim)
-    return result
+def _order_statistic(name: str, scale: float) -> Any:
+    """``numpy.quantile`` (``scale`` 1) or ``numpy.percentile`` (``scale`` 100), with
+    NumPy's signature: ``q`` is a constant in ``[0, scale]``."""
 
-
-def _percentile(
-    a,
-    q,
-    axis=None,
-    out=None,
-    overwrite_input=False,
-    method="linear",
-    keepdims=False,
-    *,
-    weights=None,
-    interpolation=None,
-):
-    if isinstance(q, Tensor):
-        raise TypeError("numpy.percentile: q must be a constant, not a Tensor")
-    return _quantile(
+    def forward(
         a,
-        np.asarray(q, dtype=np.float64) / 100.0,
-        axis,
-        out,
-        overwrite_input,
-        method,
-        keepdims,
-        weights=weights,
-        interpolation=interpolation,
-    )
+        q,
+        axis=None,
+        out=None,
+        overwrite_input=False,
+        method="linear",
+        keepdims=False,
+        *,
+        weights=None,
+        interpolation=None,
+    ):
+        _refuse(name, out=out, weights=weights, interpolation=interpolation)
+        if method != "linear":
+            raise NotImplementedError(
+                f"numpy.{name}(method={method!r}) on Tensors: only the default "
+                "method='linear' is differentiated"
+            )
+        if isinstance(q, Tensor):
+            raise TypeError(f"numpy.{name}: q must be a constant, not a Tensor")
+        q = np.asarray(q, dtype=np.float64)
+        if np.any((q < 0) | (q > scale)) or np.any(np.isnan(q)):
+            raise ValueError(f"numpy.{name}: q must be in the range [0, {scale:g}]")
+        q = q / scale
+        ndim = np.ndim(a)
+        axes = _axes(axis, ndim)
+        front = np.moveaxis(a, axes, tuple(range(len(axes))))
+        rest = tuple(np.shape(front)[len(axes) :])
+        n = math.prod(np.shape(a)[i] for i in axes)
+        if n == 0:
+            raise ValueError(f"numpy.{name} of an empty slice")
+        ordered = np.sort(np.reshape(front, (n,) + rest), axis=0)
+        position = q * (n - 1)
+        low = np.floor(position).astype(np.intp)
+        high = np.minimum(low + 1, n - 1)
+        weight = np.reshape(position - low, q.shape + (1,) * len(rest))
+        below = np.take(ordered, low, axis=0)
+        above = np.take(ordered, high, axis=0)
+        result = below + (above - below) * weight
+        if keepdims is True:
+            result = _keep(result, axes, ndim, q.ndim)
+        return result
+
+    forward.__name__ = forward.__qualname__ = f"_{name}"
+    return forward
+
+
+_quantile = _order_statistic("quantile", 1.0)
+_percentile = _order_statistic("percentile", 100.0)
 
 
 def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):

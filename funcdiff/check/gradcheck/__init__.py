@@ -95,8 +95,10 @@ def gradcheck(
         A batch of forward-mode products must equal a loop of single ones (needs
         ``check_forward_ad``).
     check_forward_ad : bool
-        Also compare Jacobian columns from funcdiff's forward-mode products (the
-        double-backward trick, as ``funcdiff.functional.jvp``).
+        Also compare Jacobian columns from forward mode: tangents pushed through the
+        recorded graph with each operation's tangent map, a custom Function's ``jvp``
+        where it defines one (its transposed ``backward`` otherwise), as torch checks
+        forward AD. Element-wise also under ``fast_mode``.
     check_backward_ad : bool
         Compare reverse-mode Jacobians (the default).
     fast_mode : bool
@@ -151,21 +153,23 @@ def gradcheck(
         func = _real_results(func)
     try:
         case = _record(func, inputs)
-        if fast_mode:
+        if fast_mode and check_backward_ad:
             check_fast(case, eps, atol, rtol, seed)
-        else:
+        numerical = None
+        if not fast_mode and check_backward_ad:
             numerical = numerical_jacobian(case, case.diff, eps, case.meta)
-            if check_backward_ad:
-                analytical = backward_jacobian(case)
-                compare_jacobians(case, analytical, numerical, atol, rtol)
-                check_reentrant(case, analytical, nondet_tol)
-                if check_batched_grad:
-                    check_batched_backward(case)
-            if check_forward_ad:
-                forward = forward_jacobian(case, check_batched_forward_grad)
-                compare_jacobians(
-                    case, forward, numerical, atol, rtol, "computed with forward mode "
-                )
+            analytical = backward_jacobian(case)
+            compare_jacobians(case, analytical, numerical, atol, rtol)
+            check_reentrant(case, analytical, nondet_tol)
+            if check_batched_grad:
+                check_batched_backward(case)
+        if check_forward_ad:
+            # Forward mode is checked element-wise also in fast mode: its products are
+            # columns of J, and the tangent maps (a Function's jvp) are what is checked.
+            if numerical is None:
+                numerical = numerical_jacobian(case, case.diff, eps, case.meta)
+            forward = forward_jacobian(case, check_batched_forward_grad)
+            compare_jacobians(case, forward, numerical, atol, rtol, "computed with forward mode ")
         if check_backward_ad:
             check_backward_sanity(case, check_undefined_grad, check_grad_dtypes)
     except GradcheckError:
