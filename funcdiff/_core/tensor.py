@@ -37,6 +37,9 @@ def _as_data(data: Any, dtype: Any = None, copy: bool = True) -> np.ndarray:
     """Convert user input to a numeric ndarray, or raise a clear TypeError/ValueError."""
     if isinstance(data, Tensor):
         data = data.data
+    if hasattr(type(data), "whole_batch"):
+        # A batched value of funcdiff.func.vmap (see funcdiff._core.arrays): kept as it is.
+        return data if dtype is None else data.astype(dtype)
     if isinstance(data, (str, bytes, dict, set, frozenset)) or data is None:
         raise TypeError(
             "tensor() expects a number, a (nested) list of numbers or an ndarray, "

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode, tracing
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.graph import (
     ANOMALY,
     AccumulateGrad,
@@ -102,13 +103,21 @@ def _make_grads(
         if type(g) is BasisBatch and not structured:
             g = g.dense()
         if not (
-            structured or isinstance(g, (Tensor, np.ndarray, float, int, np.generic))
+            structured
+            or isinstance(g, (Tensor, np.ndarray, float, int, np.generic))
+            or is_foreign_array(g)
         ) or isinstance(g, bool):
             raise TypeError(
                 "gradients can be either Tensors, ndarrays, numbers or None, "
                 f"but got {type(g).__name__}"
             )
-        values = g.data if isinstance(g, Tensor) else g if structured else np.asarray(g)
+        values = (
+            g.data
+            if isinstance(g, Tensor)
+            else g
+            if structured or is_foreign_array(g)
+            else np.asarray(g)
+        )
         kind = values.dtype.kind
         if kind not in "biufc":
             # strings and objects would fail deep in NumPy
@@ -152,7 +161,7 @@ def _make_grads(
         elif structured and g.dtype == out.dtype:
             grads.append(BasisBatch(np.conj(g.d), g.offset, g.rows) if out_complex else g)
         else:
-            arr = np.asarray(g)
+            arr = g if is_foreign_array(g) else np.asarray(g)
             if arr.dtype != out.dtype:
                 arr = arr.astype(out.dtype)
             grads.append(np.conj(arr) if out_complex else arr)
@@ -211,6 +220,8 @@ def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
 def _to_tensor(g: Any) -> Tensor:
     if isinstance(g, Tensor):
         return g
+    if is_foreign_array(g):
+        return wrap(g, False, None, 0)
     arr = np.asarray(g)
     if not arr.flags.writeable:
         arr = arr.copy()
@@ -228,7 +239,11 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
     if isinstance(g, Tensor):
         g = g.data
     old = t._grad
-    if old is None or old.grad_fn is not None or old.data.shape != g.shape:
+    if is_foreign_array(g) or (old is not None and is_foreign_array(old.data)):
+        # A batched gradient of an unbatched leaf becomes batched: a new value.
+        g = g.astype(t.data.dtype) if old is None else old.data + g
+        t._grad = wrap(g, False, None, 0)
+    elif old is None or old.grad_fn is not None or old.data.shape != g.shape:
         t._grad = wrap(np.array(g, dtype=t.data.dtype, copy=True), False, None, 0)
     else:
         if old.data.flags.writeable:
@@ -506,7 +521,7 @@ def _public(g: Any) -> Any:
     """A cotangent as a hook sees it: a Tensor (None stays None)."""
     if g is None or isinstance(g, Tensor):
         return g
-    return wrap(np.asarray(g), False, None, 0)
+    return wrap(g if is_foreign_array(g) else np.asarray(g), False, None, 0)
 
 
 def _engine_form(g: Any, create_graph: bool) -> Any:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
+from funcdiff._core.arrays import zeros
 from funcdiff._core.graph import Node, fit_cotangent
 from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.autograd.engine import grad
@@ -56,7 +57,8 @@ def transpose_vjp(
     _state.grad_enabled = True
     try:
         # The value of u is irrelevant (J^T u is linear in u); zeros keep inf and nan out.
-        dummies = [wrap(np.zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
+        # Batched like the outputs under funcdiff.func.vmap (their cotangents are too).
+        dummies = [wrap(zeros(shape, dtype), True, None, 0) for shape, dtype in node.out_meta]
         cotangents = node.apply(list(dummies), create_graph or not constant_args)
         outputs, pushed = [], []
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):

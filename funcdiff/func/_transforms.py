@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.graph import SEQUENCE, AccumulateGrad, Node
 from funcdiff._core.tensor import Tensor, gradient_edge, tensor, wrap
 from funcdiff._functional_args import check_argnums, check_callable, check_choice, check_chunk_size
@@ -105,8 +106,8 @@ def _leaf_tensor(x: Any, where: str, copy: bool = True) -> tuple[Tensor, bool]:
         if x.requires_grad:
             return x.reshape(x.shape), True
         data = x.data
-    elif isinstance(x, np.ndarray):
-        data = x
+    elif isinstance(x, np.ndarray) or is_foreign_array(x):
+        data = x  # a batched value of vmap is differentiated as it is
     elif isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_)):
         data = np.asarray(x)
     else:

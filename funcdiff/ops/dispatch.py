@@ -36,6 +36,7 @@ __all__ = [
     "matrix_product",
     "MATRIX_TYPES",
     "register_matrix_type",
+    "register_array_type",
 ]
 
 _state = grad_mode.thread_state
@@ -44,7 +45,21 @@ _current_tracer = tracing.current_tracer
 _next_seq = SEQUENCE.__next__
 # ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
 _new_object = object.__new__
-_ARRAY_TYPES = (np.ndarray, np.generic)
+_ARRAY_TYPES: tuple[type, ...] = (np.ndarray, np.generic)
+# Array types of other transforms that a rule's forward may return.
+_FOREIGN_TYPES: set[type] = set()
+
+
+def register_array_type(cls: type) -> None:
+    """Let a rule's forward return ``cls`` (an array-like that is not an ndarray, such as
+    ``funcdiff.func``'s batched values): its results become Tensors like ndarrays do.
+    Its ``shape`` may carry more than the dimensions (the records keep the object)."""
+    global _ARRAY_TYPES
+    if cls not in _ARRAY_TYPES:
+        _ARRAY_TYPES += (cls,)
+        _FOREIGN_TYPES.add(cls)
+
+
 _SEQUENCE_TYPES = (list, tuple)
 
 
@@ -70,7 +85,7 @@ def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
 def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Tensor]]:
     """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
     if isinstance(out, _ARRAY_TYPES):
-        arr = out if type(out) is np.ndarray else np.asarray(out)
+        arr: Any = np.asarray(out) if isinstance(out, np.generic) else out
         t = wrap(arr, False, None, 0)
         if arr.base is not None and view_source:
             _mark_view(t, view_source)
@@ -462,9 +477,10 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                 datas.append(a)
         out = rule.fn(*datas)
     if type(out) is not _ndarray:
-        if not isinstance(out, np.generic):
+        if isinstance(out, np.generic):
+            out = np.asarray(out)
+        elif type(out) not in _FOREIGN_TYPES:
             return call(rule, inputs)
-        out = np.asarray(out)
     if not mask or not _state.grad_enabled:
         return wrap(out, False, None, 0)
     if not rule.differentiable:
@@ -505,7 +521,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     node.ans = out if plan.keeps_ans else None
     # Shared (shape, dtype) records for the common shapes: no new tuples per op.
     # Builtin dtypes are singletons, so float64 is found by identity, without hashing.
-    if dtype is _FLOAT64:
+    if dtype is _FLOAT64 and type(out) is _ndarray:
         meta = _FLOAT64_META.get(out.shape)
         if meta is None:
             meta = _float64_meta(out.shape)

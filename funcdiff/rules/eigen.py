@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from funcdiff._core.registry import Rule, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.complex_linalg import EIGH_COMPLEX_CASES, eigh_complex_vjp, eigvalsh_complex_vjp
 from funcdiff.rules.linalg_common import (
@@ -114,6 +115,7 @@ register(
         convention=_ONE_TRIANGLE + "; " + DEGENERATE,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: eigh_complex_vjp},
         complex_cases=EIGH_COMPLEX_CASES,
         complex=True,
@@ -133,6 +135,7 @@ register(
         convention=_ONE_TRIANGLE,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: eigvalsh_complex_vjp},
         complex=True,
     ),

@@ -42,6 +42,7 @@ import numpy as np
 
 from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
 from funcdiff._core.registry import Rule, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.complex_linalg import (
     SVD_COMPLEX_CASES,
@@ -91,6 +92,7 @@ register(
         convention="needs an invertible matrix",
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex=True,
     ),
     np.linalg.inv,
@@ -124,6 +126,7 @@ register(
         convention="b is a vector when it is 1-D, else a (stack of) matrices, as in NumPy 2",
         family="linalg",
         structure=DENSE,
+        batch=batching.solve,
         complex=True,
     ),
     np.linalg.solve,
@@ -204,6 +207,7 @@ register(
         convention=_DET_CONVENTION,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex=True,
     ),
     np.linalg.det,
@@ -224,6 +228,7 @@ register(
         ),
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: slogdet_complex_vjp},
         complex=True,
     ),
@@ -264,6 +269,7 @@ register(
         convention=SYMMETRIC,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: cholesky_complex_vjp},
         complex=True,
     ),
@@ -360,6 +366,7 @@ register(
         "hermitian=True uses the " + SYMMETRIC,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: svd_complex_vjp},
         complex_cases=SVD_COMPLEX_CASES,
         complex=True,
@@ -376,6 +383,7 @@ if hasattr(np.linalg, "svdvals"):
             convention="U diag(g) V^T",
             family="linalg",
             structure=DENSE,
+            batch=batching.stacked,
             complex_vjps={0: svdvals_complex_vjp},
             complex=True,
         ),
@@ -468,6 +476,7 @@ register(
         "(R invertible); the gradient follows LAPACK's sign choice for diag(R)",
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
     ),
     np.linalg.qr,
 )
@@ -506,6 +515,7 @@ register(
         "or row rank in particular); hermitian=True uses the " + SYMMETRIC,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
     ),
     np.linalg.pinv,
 )

@@ -21,6 +21,7 @@ import numpy as np
 
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.elementwise import binary, binary_cases, constant, tie_weights
 from funcdiff.rules.structure import (
@@ -174,6 +175,7 @@ register(
         family="elementwise",
         diagonal=True,
         structure=DENSE_LINEAR,
+        batch=batching.elementwise,
         complex=True,
     ),
     np.imag,
@@ -203,6 +205,7 @@ register(
         family="elementwise",
         diagonal=True,
         structure=DENSE,
+        batch=batching.elementwise,
         complex=True,
     ),
     np.angle,
