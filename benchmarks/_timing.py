@@ -1,14 +1,23 @@
-"""Adaptive timing: median seconds per call over repeats sized to a time budget."""
+"""Adaptive timing: median seconds per call over repeats sized to a time budget; and
+what every script shares: its command line, peak memory, and the results JSON."""
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
+import datetime
 import gc
+import json
 import math
 import statistics
 import time
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 @dataclass
@@ -170,3 +179,48 @@ class _GcClock:
             self._start = time.perf_counter()
         else:
             self.total += time.perf_counter() - self._start
+
+
+# ---------------------------------------------------------------- scripts
+
+
+def parse_arguments(
+    prog: str, description: str | None, quick: str, argv: list[str] | None
+) -> argparse.Namespace:
+    """The options every benchmark script takes: ``--quick`` (described by ``quick``),
+    ``--rounds N`` and ``--json PATH``."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{prog}", description=description)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--json", default=None, help="where to write results")
+    return parser.parse_args(argv)
+
+
+def write_results(
+    name: str, args: argparse.Namespace, record: dict, extra: dict | None = None
+) -> Path | None:
+    """Write ``record`` with the machine header (plus ``extra`` entries) to
+    ``--json`` or ``results/NAME-DATE.json``; a ``--quick`` run without ``--json``
+    writes nothing."""
+    if args.quick and not args.json:
+        return None
+    from benchmarks import _env
+    from benchmarks._machine import machine
+
+    header = machine(dict(_env.REPORT))
+    header.update(extra or {})
+    out = Path(args.json) if args.json else RESULTS / f"{name}-{datetime.date.today()}.json"
+    out.write_text(json.dumps({"machine": header, **record}, indent=1, default=str))
+    print(f"wrote {out}")
+    return out
+
+
+def peak_memory(call: Callable[..., Any], *args: Any) -> tuple[Any, float]:
+    """``call(*args)`` and the peak of its Python allocations (tracemalloc) in MB."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        out = call(*args)
+        return out, tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()

@@ -25,13 +25,9 @@ gradient / solve. Peak memory is measured in a separate run of each under
 
 from __future__ import annotations
 
-import argparse
-import datetime as _dt
-import json
 import statistics
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _env  # noqa: E402  (imports nothing heavy)
-
-HERE = Path(__file__).resolve().parent
+from benchmarks._timing import parse_arguments, peak_memory, write_results  # noqa: E402
 
 
 def bratu(N: int) -> dict:
@@ -150,23 +145,8 @@ def ridge() -> dict:
     }
 
 
-def _peak(call: Any, *args: Any) -> tuple[Any, float]:
-    """``call(*args)`` and its peak traced memory in MB."""
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        out = call(*args)
-        return out, tracemalloc.get_traced_memory()[1] / 1e6
-    finally:
-        tracemalloc.stop()
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.implicit", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="one round, the small Bratu grid")
-    p.add_argument("--rounds", type=int, default=None)
-    p.add_argument("--json", default=None, help="where to write results")
-    args = p.parse_args(argv)
+    args = parse_arguments("implicit", __doc__, "one round, the small Bratu grid", argv)
     _env.prepare()
     import numpy as np
 
@@ -196,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
             solve_s.append(mid - start)
             grad_s.append(end - mid)
             ratios.append((end - mid) / (mid - start))
-        state, mb_solve = _peak(row["solve"])
-        _, mb_grad = _peak(row["gradient"], state)
+        state, mb_solve = peak_memory(row["solve"])
+        _, mb_grad = peak_memory(row["gradient"], state)
         entry = {
             "id": row["id"],
             "what": row["what"],
@@ -217,10 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{mb_solve:9.1f} {mb_grad:8.1f} {entry['grad_over_solve_memory']:9.2f}",
             flush=True,
         )
-    out = Path(args.json) if args.json else HERE / "results" / f"implicit-{_dt.date.today()}.json"
-    if not args.quick or args.json:
-        out.write_text(json.dumps({"rows": results, "rounds": rounds}, indent=1))
-        print(f"wrote {out}")
+    write_results("implicit", args, {"rows": results, "rounds": rounds})
     return 0 if all(r["checked"] for r in results) else 1
 
 

@@ -24,9 +24,6 @@ pass, against the size of the forward solve's dense output.
 
 from __future__ import annotations
 
-import argparse
-import datetime as _dt
-import json
 import statistics
 import sys
 import time
@@ -38,8 +35,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _env  # noqa: E402  (imports nothing heavy)
-
-HERE = Path(__file__).resolve().parent
+from benchmarks._timing import parse_arguments, write_results  # noqa: E402
 
 
 # ---------------------------------------------------------------- problems
@@ -339,11 +335,7 @@ def _print(result: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.ode", description=__doc__)
-    parser.add_argument("--quick", action="store_true", help="one round, Robertson only")
-    parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--json", default=None, help="where to write results")
-    args = parser.parse_args(argv)
+    args = parse_arguments("ode", __doc__, "one round, Robertson only", argv)
     _env.prepare()
     import numpy as np
 
@@ -357,20 +349,13 @@ def main(argv: list[str] | None = None) -> int:
         result = _run_problem(problem, rounds, skip)
         _print(result)
         results.append(result)
-    if not args.quick or args.json:
-        from benchmarks._machine import machine
+    try:
+        import casadi
 
-        header = machine(dict(_env.REPORT))
-        try:
-            import casadi
-
-            header["casadi"] = casadi.__version__
-        except ImportError:
-            header["casadi"] = None
-        out = Path(args.json) if args.json else HERE / "results" / f"ode-{_dt.date.today()}.json"
-        record = {"machine": header, "rounds": rounds, "problems": results}
-        out.write_text(json.dumps(record, indent=1, default=str))
-        print(f"\nwritten to {out}")
+        extra = {"casadi": casadi.__version__}
+    except ImportError:
+        extra = {"casadi": None}
+    write_results("ode", args, {"rounds": rounds, "problems": results}, extra)
     return 0
 
 

@@ -18,9 +18,6 @@ round (to the NumPy forward of the same function, and eager / replayed).
 
 from __future__ import annotations
 
-import argparse
-import datetime as _dt
-import json
 import statistics
 import sys
 import time
@@ -31,8 +28,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import _env  # noqa: E402  (imports nothing heavy)
-
-HERE = Path(__file__).resolve().parent
+from benchmarks._timing import parse_arguments, write_results  # noqa: E402
 
 
 def _problems(np: Any) -> list[dict]:
@@ -192,11 +188,7 @@ def _jax_cell(spec: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.replay", description=__doc__)
-    p.add_argument("--quick", action="store_true", help="short budgets (under a minute)")
-    p.add_argument("--rounds", type=int, default=None)
-    p.add_argument("--json", default=None, help="where to write results")
-    args = p.parse_args(argv)
+    args = parse_arguments("replay", __doc__, "short budgets (under a minute)", argv)
     _env.prepare()
     import numpy as np
 
@@ -256,10 +248,7 @@ def main(argv: list[str] | None = None) -> int:
             + f"  trace/eager {entry['trace_over_eager']:5.1f}",
             flush=True,
         )
-    out = Path(args.json) if args.json else HERE / "results" / f"replay-{_dt.date.today()}.json"
-    if not args.quick or args.json:
-        out.write_text(json.dumps({"rows": results, "rounds": rounds}, indent=1))
-        print(f"wrote {out}")
+    write_results("replay", args, {"rows": results, "rounds": rounds})
     return 0 if all(r["checked"] for r in results) else 1
 
 

@@ -26,7 +26,15 @@ import scipy.special
 from funcdiff._core.registry import UFUNC_RULES
 from funcdiff._core.tensor import Tensor
 from funcdiff.autograd import engine
-from funcdiff.ops.dispatch import array_function, astype, call_positional, call_ufunc, getitem
+from funcdiff.ops.dispatch import (
+    array_function,
+    astype,
+    call_positional,
+    call_ufunc,
+    getitem,
+    matrix_product,
+    register_matrix_type,
+)
 from funcdiff.ops.inplace import inplace_ufunc, setitem
 from funcdiff.ops.protocol import array_ufunc
 
@@ -105,9 +113,34 @@ def _defers(other: Any) -> bool:
         return True
     if getattr(cls, "__funcdiff_defers_matmul__", False):
         _DEFERRING.add(cls)
+        register_matrix_type(cls)
         return True
     _PLAIN.add(cls)
     return False
+
+
+def _any_matrix(args: Any) -> bool:
+    """Whether an operand is a scipy.sparse (or funcdiff.sparse) matrix."""
+    return any(type(a) not in _PLAIN and _defers(a) for a in args)
+
+
+#: NumPy's products, which would multiply a sparse matrix as a 0-d object array.
+_PRODUCTS = {
+    f
+    for f in (
+        np.dot,
+        np.inner,
+        np.vdot,
+        np.outer,
+        np.kron,
+        np.tensordot,
+        np.einsum,
+        np.cross,
+        *(getattr(np.linalg, n, None) for n in ("matmul", "tensordot", "outer", "vecdot", "cross")),
+        getattr(np, "vecdot", None),
+    )
+    if f is not None
+}
 
 
 def _by_rule(ufunc: np.ufunc, unary: bool) -> tuple[Callable, Callable]:
@@ -210,10 +243,14 @@ class _Methods(_MethodsBase):
         if method == "__call__" and not kwargs:
             rule = UFUNC_RULES.get(ufunc)
             if rule is not None:
-                return call_positional(rule, inputs)
+                return call_positional(rule, inputs)  # it hands sparse operands over
+        if _any_matrix(inputs):  # np.add.outer(A, x), A scipy.sparse
+            return matrix_product(ufunc, method, inputs, kwargs)
         return array_ufunc(ufunc, method, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        if func in _PRODUCTS and _any_matrix(args):  # np.dot(A, x), A scipy.sparse
+            return matrix_product(func, "__call__", args, kwargs)
         return array_function(func, args, kwargs)
 
     def __getitem__(self, index: Any) -> Tensor:

@@ -55,6 +55,7 @@ def test_random_programs_ci_budget() -> None:
         "product",
         "linalg",
         "registry",
+        "sparse_matmul",
     } <= ops
     assert sum(len(p.ops) for p in ran) >= 3 * CI_PROGRAMS
 
@@ -121,6 +122,32 @@ def test_the_checks_catch_a_derivative_that_is_wrong_only_at_second_order(monkey
     assert not any(f.startswith("gradient vs") for f in result.failures)
     assert any(f.startswith("hessian vs differences") for f in result.failures)
     assert any(f.startswith("third order") for f in result.failures)
+
+
+@pytest.mark.parametrize("kind", ["array", "matrix"])
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo", "lil", "dia", "bsr"])
+def test_sparse_constants_in_programs(fmt: str, kind: str) -> None:
+    """``L @ x``, ``x @ L`` and ``L.T @ x`` with random scipy.sparse constants, through
+    every check the fuzzer makes (the generator's ``sparse_matmul`` operation)."""
+    L = f"sps.{fmt}_{kind}(sps.random_array({{shape}}, density=0.6, rng=3))"
+    _assert_passes(
+        [
+            f"v0 = {L.format(shape=(3, 4))} @ np.sin(x0)",
+            f"v1 = v0 @ {L.format(shape=(2, 3))} * x1",
+            f"v2 = {L.format(shape=(3, 2))}.T @ np.tanh(v1.T)",
+        ],
+        [np.linspace(-1.0, 1.2, 8).reshape(4, 2), [0.4, -0.9, 1.3]],
+    )
+
+
+def test_the_generator_draws_sparse_products_of_every_form() -> None:
+    progs = [fp.generate_program(fp.RandomChooser(seed)) for seed in range(60)]
+    lines = [ln for p in progs if "sparse_matmul" in p.ops for ln in p.lines if "sps." in ln]
+    assert any(".T @" in ln for ln in lines)
+    assert any(") @ " in ln and ".T @" not in ln for ln in lines)
+    assert any(" @ sps." in ln for ln in lines)
+    assert any("_array(" in ln.split("sps.random")[0] for ln in lines)
+    assert any("_matrix(" in ln for ln in lines)
 
 
 # --------------------------------------------------------------------------- regressions

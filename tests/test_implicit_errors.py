@@ -81,13 +81,23 @@ def test_a_degenerate_bound_is_refused() -> None:
         )
 
 
-def test_constraints_are_not_implemented() -> None:
+def test_constraints_are_differentiated_through_the_kkt_conditions() -> None:
+    """min (x - a)^2 + x0 x1 / 2 s.t. x0 + x1 = 1: on the line x = (t, 1 - t) the
+    constrained minimum is t = (2 a0 - 2 a1 + 1.5) / 3, a closed form."""
     a = fd.tensor(np.array([1.0, 2.0]), requires_grad=True)
     cons = [{"type": "eq", "fun": lambda x: x[0] + x[1] - 1.0}]
-    with pytest.raises(NotImplementedError, match="constraints"):
-        optimize.minimize(shifted, np.zeros(2), args=(a,), method="SLSQP", constraints=cons)
+    res = optimize.minimize(
+        shifted, np.zeros(2), args=(a,), method="SLSQP", constraints=cons, tol=1e-13
+    )
+    # f(t) = (t - a0)^2 + (1 - t - a1)^2 + t (1 - t) / 2, f'(t) = 0:
+    # 2 (t - a0) - 2 (1 - t - a1) + 1/2 - t = 0  ->  t = (2 a0 - 2 a1 + 1.5) / 3
+    t = (2 * 1.0 - 2 * 2.0 + 1.5) / 3
+    np.testing.assert_allclose(res.x.data, [t, 1 - t], atol=1e-7)
+    (g,) = fd.grad(res.x[0], a)
+    np.testing.assert_allclose(g, [2 / 3, -2 / 3], atol=1e-9)
     # Without Tensor args the constrained solve is SciPy's, as before.
     res = optimize.minimize(shifted, np.zeros(2), args=(a.data,), method="SLSQP", constraints=cons)
+    assert type(res.x) is np.ndarray
     assert res.success and abs(res.x.sum() - 1.0) < 1e-8
 
 

@@ -48,7 +48,7 @@ __all__ = [
 ]
 __all__ += ["special_module", "namespace", "first_foreign", "unsupported", "check_same_kind"]
 __all__ += ["backend_copy", "host_copy_refused", "on_device_of", "refuse_vjp", "refuse_device"]
-__all__ += ["linalg_module", "backend_linalg"]
+__all__ += ["linalg_module", "backend_linalg", "kept"]
 
 _ndarray = np.ndarray
 # Per type: whether its instances are backend arrays (looked up once per type).
@@ -66,6 +66,8 @@ def _foreign_type(t: type) -> bool:
             and hasattr(t, "shape")
             # a funcdiff Tensor has both protocols too; it holds an array, it is not one
             and not hasattr(t, "grad_fn")
+            # nor is a transform's own array type (funcdiff.func.vmap's batched values)
+            and not hasattr(t, "whole_batch")
         )
         _FOREIGN[t] = known
     return known
@@ -90,10 +92,19 @@ def as_array(x: Any) -> Any:
     return x if is_foreign(x) else np.asarray(x)
 
 
-def copy_array(x: Any) -> Any:
-    """A copy of ``x`` of its own type: ``np.array(x, copy=True)`` for anything but a
-    backend array, whose copy stays on its device."""
-    return x.copy() if is_foreign(x) else np.array(x, copy=True)
+def copy_array(x: Any, dtype: Any = None) -> Any:
+    """A copy of ``x`` of its own type (cast to ``dtype`` if given): ``np.array(x,
+    copy=True)`` for anything but a backend array, whose copy stays on its device."""
+    if is_foreign(x):
+        return x.astype(x.dtype if dtype is None else dtype, copy=True)
+    return np.array(x, dtype=dtype, copy=True)
+
+
+def kept(x: Any) -> Any:
+    """``x`` itself when it is a backend array or a transform's own array type
+    (``funcdiff.func.vmap``'s batched values), else ``np.asarray(x)``: a cotangent as
+    the engine keeps it."""
+    return x if is_foreign(x) or hasattr(type(x), "whole_batch") else np.asarray(x)
 
 
 def zeros(shape: tuple[int, ...], dtype: Any, like: Any = None) -> Any:

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from funcdiff._core.arrays import settled
+
 if TYPE_CHECKING:
     from funcdiff._core.tensor import Tensor
 
@@ -393,6 +395,8 @@ def fit_cotangent(g: Any, meta: tuple, batch_shape: tuple[int, ...]) -> Any:
     array([[3., 3.]], dtype=float32)
     """
     shape, dtype = meta
+    if type(g) is not np.ndarray and not isinstance(g, np.generic):
+        g = settled(g, shape)  # a batched cotangent of funcdiff.func.vmap (else as it is)
     if not hasattr(g, "shape"):
         g = np.asarray(g)
         if g.dtype == dtype or g.dtype.kind != "c":

@@ -214,6 +214,15 @@ class Rule:
         tangents of a ``"select"`` rule instead of transposing its vjp. Every
         differentiable rule that records a node declares one (the tests enforce it);
         the factories of the rule modules give their kind's (``unary``: elementwise).
+    batch : callable, optional
+        How ``funcdiff.func.vmap`` runs the rule on a batch of examples at once:
+        ``batch(rule, args, kwargs, flags, size)``, where the batched arguments arrive
+        as physical arrays with the batch on axis 0 (``flags`` holds, per positional
+        argument, whether it is batched, or a tuple of flags for a list of arrays) and
+        the result has the batch on axis 0; ``NotImplemented`` asks for the loop over
+        examples. None: the default of the rule's structure
+        (:func:`funcdiff.rules.batching.default_batch`); the factories in
+        :mod:`funcdiff.rules.batching` build the usual ones.
     """
 
     name: str
@@ -235,6 +244,7 @@ class Rule:
     complex_vjps: Mapping[int | str, Callable] = field(default_factory=dict)
     complex_cases: tuple[Case, ...] = ()
     structure: Structure | None = None
+    batch: Callable | None = None
     # Caches filled on first use, per tuple of differentiated arguments (mutated, never
     # rebound: the rule stays frozen).
     _checked_cache: dict[tuple, tuple[frozenset, bool]] = field(
@@ -370,6 +380,7 @@ class Rule:
                 arg_names=self.arg_names,
                 complex=True,
                 structure=self.structure,
+                batch=self.batch,
             )
         return twin
 

@@ -38,6 +38,9 @@ def _as_data(data: Any, dtype: Any = None, copy: bool = True) -> np.ndarray:
     """Convert user input to a numeric ndarray, or raise a clear TypeError/ValueError."""
     if isinstance(data, Tensor):
         data = data.data
+    if hasattr(type(data), "whole_batch"):
+        # A batched value of funcdiff.func.vmap (see funcdiff._core.arrays): kept as it is.
+        return data if dtype is None else data.astype(dtype)
     if isinstance(data, (str, bytes, dict, set, frozenset)) or data is None:
         raise TypeError(
             "tensor() expects a number, a (nested) list of numbers or an ndarray, "
@@ -552,7 +555,8 @@ class Tensor:
     def __iter__(self):
         if self.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(len(self.data)))
+        # One recorded node for all the rows (a, b, c = y), not a getitem per row.
+        return iter(np.unstack(self)) if _UNSTACK else (self[i] for i in range(len(self.data)))
 
     def __repr__(self) -> str:
         data = self.data  # a device array (CuPy) shows itself: its repr reads the device
@@ -659,6 +663,8 @@ class Tensor:
         """Dot product (see ``numpy.dot``)."""
         return np.dot(self, other)
 
+
+_UNSTACK = hasattr(np, "unstack")  # NumPy >= 2.1
 
 # ``object.__new__`` called directly skips the attribute lookup of ``Tensor.__new__``.
 _new_object = object.__new__

@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core import grad_mode, tracing
-from funcdiff._core.backends import as_array, check_same_kind, is_foreign, refuse_vjp
+from funcdiff._core import backends, grad_mode, tracing
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.graph import (
     ANOMALY,
     AccumulateGrad,
@@ -66,7 +66,7 @@ def _make_grads(
     elif (
         isinstance(grad_outputs, (Tensor, np.ndarray))
         or np.isscalar(grad_outputs)
-        or is_foreign(grad_outputs)
+        or backends.is_foreign(grad_outputs)
     ):
         grad_outputs = (grad_outputs,)
     else:
@@ -109,13 +109,14 @@ def _make_grads(
         if not (
             structured
             or isinstance(g, (Tensor, np.ndarray, float, int, np.generic))
-            or is_foreign(g)
+            or backends.is_foreign(g)
+            or is_foreign_array(g)
         ) or isinstance(g, bool):
             raise TypeError(
                 "gradients can be either Tensors, ndarrays, numbers or None, "
                 f"but got {type(g).__name__}"
             )
-        values = g.data if isinstance(g, Tensor) else g if structured else as_array(g)
+        values = g.data if isinstance(g, Tensor) else g if structured else backends.kept(g)
         kind = values.dtype.kind
         if kind not in "biufc":
             # strings and objects would fail deep in NumPy
@@ -159,8 +160,8 @@ def _make_grads(
         elif structured and g.dtype == out.dtype:
             grads.append(BasisBatch(np.conj(g.d), g.offset, g.rows) if out_complex else g)
         else:
-            arr = as_array(g)
-            check_same_kind("the gradient of an output", (arr, out.data))
+            arr = backends.kept(g)
+            backends.check_same_kind("the gradient of an output", (arr, out.data))
             if arr.dtype != out.dtype:
                 arr = arr.astype(out.dtype)
             grads.append(np.conj(arr) if out_complex else arr)
@@ -193,10 +194,11 @@ def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
             # A replaced gradient of another shape would be broadcast or summed into a
             # wrong answer downstream (or become a .grad of the wrong shape): refuse it.
             data = result.data if isinstance(result, Tensor) else result
+            ok = isinstance(data, (np.ndarray, np.generic, float, int)) or backends.is_foreign(data)
             if (
-                not (isinstance(data, (np.ndarray, np.generic, float, int)) or is_foreign(data))
+                not ok
                 or isinstance(data, bool)
-                or as_array(data).dtype.kind not in "biufc"
+                or backends.as_array(data).dtype.kind not in "biufc"
             ):
                 raise TypeError(
                     f"hook {getattr(hook, '__name__', hook)!r} returned "
@@ -212,14 +214,16 @@ def _run_public_hooks(hooks: list, g: Any, create_graph: bool) -> Any:
             if isinstance(result, Tensor):
                 g = result if create_graph else result.data
             else:
-                g = as_array(result)
+                g = backends.as_array(result)
     return g
 
 
 def _to_tensor(g: Any) -> Tensor:
     if isinstance(g, Tensor):
         return g
-    arr = as_array(g)
+    if is_foreign_array(g):
+        return wrap(g, False, None, 0)
+    arr = backends.as_array(g)
     if not getattr(arr.flags, "writeable", True):  # device arrays are always writeable
         arr = arr.copy()
     return wrap(arr, False, None, 0)
@@ -236,13 +240,12 @@ def _accumulate_into(t: Tensor, g: Any, create_graph: bool) -> None:
     if isinstance(g, Tensor):
         g = g.data
     old = t._grad
-    if old is None or old.grad_fn is not None or old.data.shape != g.shape:
-        copied = (
-            g.astype(t.data.dtype, copy=True)
-            if is_foreign(g)
-            else np.array(g, dtype=t.data.dtype, copy=True)
-        )
-        t._grad = wrap(copied, False, None, 0)
+    if is_foreign_array(g) or (old is not None and is_foreign_array(old.data)):
+        # A batched gradient of an unbatched leaf becomes batched: a new value.
+        g = g.astype(t.data.dtype) if old is None else old.data + g
+        t._grad = wrap(g, False, None, 0)
+    elif old is None or old.grad_fn is not None or old.data.shape != g.shape:
+        t._grad = wrap(backends.copy_array(g, t.data.dtype), False, None, 0)
     else:
         if getattr(old.data.flags, "writeable", True):
             np.add(old.data, g, out=old.data, casting="unsafe")
@@ -378,7 +381,7 @@ def run_backward(
                 try:
                     g = node.run_single(grads[0], retain_graph)
                 except TypeError as exc:
-                    refuse_vjp(node, grads, exc)
+                    backends.refuse_vjp(node, grads, exc)
                     raise
                 child = edges[0][0]
                 meta = child.out_meta
@@ -403,7 +406,7 @@ def run_backward(
                 try:
                     in_grads = node.run(grads, create_graph, retain_graph)
                 except TypeError as exc:
-                    refuse_vjp(node, grads, exc)
+                    backends.refuse_vjp(node, grads, exc)
                     raise
                 if check_nan:
                     _check_nan(node, in_grads)
@@ -481,7 +484,7 @@ def _check_nan(node: Node, results: Sequence[Any]) -> None:
         data = g.values if type(g) is PartialCotangent else getattr(g, "data", g)
         if isinstance(g, np.ndarray):
             data = g
-        if np.isnan(as_array(data)).any():
+        if np.isnan(backends.as_array(data)).any():
             stack = creation_stack(node)
             where = (
                 "\nTraceback of the forward call that created it:\n" + stack
@@ -527,7 +530,7 @@ def _public(g: Any) -> Any:
     """A cotangent as a hook sees it: a Tensor (None stays None)."""
     if g is None or isinstance(g, Tensor):
         return g
-    return wrap(as_array(g), False, None, 0)
+    return wrap(backends.kept(g), False, None, 0)
 
 
 def _engine_form(g: Any, create_graph: bool) -> Any:

@@ -22,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from funcdiff._core import grad_mode
-from funcdiff._core.backends import zeros
+from funcdiff._core.arrays import zeros
+from funcdiff._core.backends import is_foreign
+from funcdiff._core.backends import zeros as device_zeros
 from funcdiff._core.graph import Node, fit_cotangent
 from funcdiff._core.tensor import Tensor, wrap
 from funcdiff.autograd.engine import grad
@@ -57,8 +59,14 @@ def transpose_vjp(
     _state.grad_enabled = True
     try:
         # The value of u is irrelevant (J^T u is linear in u); zeros keep inf and nan out.
+        # Batched like the outputs under funcdiff.func.vmap (their cotangents are too), or
+        # on the device of the tangents (CuPy).
         like = next((getattr(t, "data", t) for t in tangents if t is not None), None)
-        dummies = [wrap(zeros(shape, dtype, like), True, None, 0) for shape, dtype in node.out_meta]
+        device = like is not None and is_foreign(like)
+        dummies = [
+            wrap(device_zeros(shape, dtype, like) if device else zeros(shape, dtype), True, None, 0)
+            for shape, dtype in node.out_meta
+        ]
         cotangents = node.apply(list(dummies), create_graph or not constant_args)
         outputs, pushed = [], []
         for (child, nr), c, t in zip(node.edges, cotangents, tangents):

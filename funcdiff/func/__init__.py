@@ -37,6 +37,7 @@ from funcdiff.func._transforms import (
     jacfwd,
     jacrev,
 )
+from funcdiff.func._vmap import vmap
 
 __all__ = [
     "TreeSpec",
@@ -54,4 +55,5 @@ __all__ = [
     "tree_structure",
     "tree_unflatten",
     "vjp",
+    "vmap",
 ]

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.backends import is_foreign, zeros
 from funcdiff._core.graph import SEQUENCE, AccumulateGrad, Node
 from funcdiff._core.tensor import Tensor, gradient_edge, tensor, wrap
@@ -106,8 +107,8 @@ def _leaf_tensor(x: Any, where: str, copy: bool = True) -> tuple[Tensor, bool]:
         if x.requires_grad:
             return x.reshape(x.shape), True
         data = x.data
-    elif isinstance(x, np.ndarray) or is_foreign(x):  # a device array (CuPy) keeps its type
-        data = x
+    elif isinstance(x, np.ndarray) or is_foreign_array(x) or is_foreign(x):
+        data = x  # a batched value of vmap, or a device array (CuPy), as it is
     elif isinstance(x, (int, float, complex, np.number)) and not isinstance(x, (bool, np.bool_)):
         data = np.asarray(x)
     else:

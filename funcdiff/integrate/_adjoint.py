@@ -71,6 +71,15 @@ def adjoint_vjp(
     # Each segment starts after a jump: SciPy picks its first step afresh.
     opts = {k: v for k, v in options.items() if k not in ("first_step",)}
     opts["atol"] = tiled_atol(opts.get("atol", 1e-6), n, 1) if npar == 0 else _atol(opts, n, npar)
+    if method in IMPLICIT and n + npar < SPARSE_FROM:
+        # Every restart begins again at order one with short steps (hundreds per
+        # segment at tight tolerances), and SciPy's BDF and Radau spend more time in their
+        # Python step loop than in the right-hand side of a small system. LSODA (ODEPACK's
+        # compiled BDF, switching to Adams where the adjoint is not stiff) takes the same
+        # steps to the same tolerances at a fraction of that cost; its Jacobian is dense,
+        # which is what small systems have.
+        method = "LSODA"
+        opts = {k: v for k, v in opts.items() if k in _LSODA_OPTIONS}
     if method in IMPLICIT:
 
         def jac(t: float, w: np.ndarray) -> Any:
@@ -104,6 +113,10 @@ def adjoint_vjp(
         if target != here:
             lam, q = _segment(backward_rhs, here, target, lam, q, method, opts, n)
     return lam, q
+
+
+#: The options of the user's solve that LSODA takes (the Jacobian is the adjoint's own).
+_LSODA_OPTIONS = ("rtol", "atol", "max_step", "min_step")
 
 
 def _atol(options: dict, n: int, npar: int) -> Any:

@@ -33,7 +33,18 @@ from funcdiff.ops.nodes import _NO_KWARGS, PositionalNode, RuleNode, _data_of
 if TYPE_CHECKING:
     from types import FrameType
 
-__all__ = ["call", "call_positional", "call_ufunc", "array_function", "getitem", "astype"]
+__all__ = [
+    "call",
+    "call_positional",
+    "call_ufunc",
+    "array_function",
+    "getitem",
+    "astype",
+    "matrix_product",
+    "MATRIX_TYPES",
+    "register_matrix_type",
+    "register_array_type",
+]
 
 _state = grad_mode.thread_state
 _tracing = tracing.TRACING
@@ -41,7 +52,21 @@ _current_tracer = tracing.current_tracer
 _next_seq = SEQUENCE.__next__
 # ``object.__new__`` called directly skips the attribute lookup of ``Node.__new__``.
 _new_object = object.__new__
-_ARRAY_TYPES = (np.ndarray, np.generic)
+_ARRAY_TYPES: tuple[type, ...] = (np.ndarray, np.generic)
+# Array types of other transforms that a rule's forward may return.
+_FOREIGN_TYPES: set[type] = set()
+
+
+def register_array_type(cls: type) -> None:
+    """Let a rule's forward return ``cls`` (an array-like that is not an ndarray, such as
+    ``funcdiff.func``'s batched values): its results become Tensors like ndarrays do.
+    Its ``shape`` may carry more than the dimensions (the records keep the object)."""
+    global _ARRAY_TYPES
+    if cls not in _ARRAY_TYPES:
+        _ARRAY_TYPES += (cls,)
+        _FOREIGN_TYPES.add(cls)
+
+
 _SEQUENCE_TYPES = (list, tuple)
 
 
@@ -67,7 +92,7 @@ def _scan(args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[list, list]:
 def _wrap_outputs(out: Any, view_source: Sequence[Tensor]) -> tuple[Any, list[Tensor]]:
     """Wrap the forward result's arrays as Tensors; return (result, output tensors)."""
     if isinstance(out, _ARRAY_TYPES) or is_foreign(out):
-        arr = out if type(out) is np.ndarray or not isinstance(out, np.generic) else np.asarray(out)
+        arr: Any = np.asarray(out) if isinstance(out, np.generic) else out
         t = wrap(arr, False, None, 0)
         if arr.base is not None and view_source:
             _mark_view(t, view_source)
@@ -418,6 +443,8 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     never a view, so no view bookkeeping is needed here.
     """
     if _tracing[0]:
+        if any(type(a) in MATRIX_TYPES for a in inputs):
+            return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
         return call(rule, inputs)  # the general path reports the operation to a tracer
     nargs = len(inputs)
     if nargs == 2:
@@ -425,7 +452,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
         if type(a) is Tensor:
             da = a.data
             mask = 1 if a._requires_grad else 0
-        elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor):
+        elif type(a) in _SLOW_OPERANDS or isinstance(a, Tensor):
+            if type(a) in MATRIX_TYPES:  # np.matmul(A, x), A scipy.sparse
+                return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
             return call(rule, inputs)
         else:
             da = a
@@ -434,7 +463,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
             db = b.data
             if b._requires_grad:
                 mask |= 2
-        elif type(b) in _SEQUENCE_TYPES or isinstance(b, Tensor):
+        elif type(b) in _SLOW_OPERANDS or isinstance(b, Tensor):
+            if type(b) in MATRIX_TYPES:
+                return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
             return call(rule, inputs)
         else:
             db = b
@@ -460,7 +491,9 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
                 datas.append(a.data)
                 if a._requires_grad:
                     mask |= 1 << i
-            elif type(a) in _SEQUENCE_TYPES or isinstance(a, Tensor) or nargs > 8:
+            elif type(a) in _SLOW_OPERANDS or isinstance(a, Tensor) or nargs > 8:
+                if type(a) in MATRIX_TYPES:
+                    return matrix_product(rule.fn, "__call__", inputs, _NO_KWARGS)
                 return call(rule, inputs)
             else:
                 datas.append(a)
@@ -471,7 +504,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     if type(out) is not _ndarray:
         if isinstance(out, np.generic):
             out = np.asarray(out)
-        elif not is_foreign(out):  # a device array (CuPy) is recorded like an ndarray
+        elif type(out) not in _FOREIGN_TYPES and not is_foreign(out):  # CuPy: as ndarray
             return call(rule, inputs)
     if not mask or not _state.grad_enabled:
         return wrap(out, False, None, 0)
@@ -513,7 +546,7 @@ def call_positional(rule: Rule, inputs: tuple) -> Any:
     node.ans = out if plan.keeps_ans else None
     # Shared (shape, dtype) records for the common shapes: no new tuples per op.
     # Builtin dtypes are singletons, so float64 is found by identity, without hashing.
-    if dtype is _FLOAT64:
+    if dtype is _FLOAT64 and type(out) is _ndarray:
         meta = _FLOAT64_META.get(out.shape)
         if meta is None:
             meta = _float64_meta(out.shape)
@@ -638,6 +671,46 @@ _METADATA_FUNCTIONS = {
     np.min_scalar_type,
     np.can_cast,
 }
+
+
+#: Matrix classes (scipy.sparse, funcdiff.sparse.csr_array) whose own operators take a
+#: Tensor: a ufunc given one of them hands it to :func:`matrix_product` (registered by
+#: their hand-over; NumPy would take such a matrix for a 0-d object array).
+MATRIX_TYPES: set[type] = set()
+#: Operand types that leave :func:`call_positional`'s lean path: sequences and the
+#: matrix classes (one set lookup for both on the path of ndarray and scalar operands).
+_SLOW_OPERANDS: set[type] = {list, tuple}
+
+
+def register_matrix_type(cls: type) -> None:
+    """Hand ufunc calls with a ``cls`` operand to :func:`matrix_product`."""
+    MATRIX_TYPES.add(cls)
+    _SLOW_OPERANDS.add(cls)
+
+
+def matrix_product(func: Any, method: str, args: Sequence[Any], kwargs: dict) -> Any:
+    """A NumPy function or ufunc (``method`` ``"__call__"``, or a ufunc method) called
+    with a sparse matrix and a Tensor: ``np.dot`` and ``np.matmul`` are the matrix's own
+    product (``A.dot(x)``, ``A @ x``, ``x @ A``), which records the sparse product; any
+    other call refuses, naming it (NumPy itself would compute an object array of
+    matrices, or fail inside)."""
+    name = f"numpy.{getattr(func, '__name__', func)}"
+    if method != "__call__":
+        name += f".{method}"
+    matmul = func is np.matmul or func is getattr(np.linalg, "matmul", None)
+    if (func is np.dot or matmul) and method == "__call__" and len(args) == 2 and not kwargs:
+        a, b = args
+        if isinstance(b, Tensor) and not isinstance(a, Tensor):
+            return a @ b if matmul or not hasattr(a, "dot") else a.dot(b)
+        if isinstance(a, Tensor) and not isinstance(b, Tensor):
+            if a.ndim == 0:  # np.dot(t, A) scales A: a sparse matrix of Tensors
+                return b.dot(a) if hasattr(b, "dot") else b @ a  # refuses, naming it
+            return a @ b  # a 2-d matrix: dot and matmul agree
+    raise TypeError(
+        f"{name} does not take a scipy.sparse matrix together with a Tensor (NumPy would "
+        "treat the matrix as a 0-d object array): write a product with the operator, "
+        "A @ x or x @ A, or use A.toarray() for a dense matrix"
+    )
 
 
 def array_function(func: Any, args: tuple, kwargs: dict) -> Any:

@@ -63,9 +63,10 @@ theorem), ``least_squares`` ``grad_x 0.5 ||fun||^2 = 0`` with its exact Hessian,
 order. The solver itself runs on plain values; the backward solves one linear system with
 the exact Jacobian (Hessian) of the condition, dense, or sparse (pattern detected from the
 code, sparse LU) when it has at least 100 unknowns and at most a tenth of its entries are
-nonzero. A result SciPy reports unsuccessful, a singular Jacobian, constraints and a
-Tensor closed over instead of passed in ``args`` are refused with an error. See the user
-guide page "Implicit differentiation".
+nonzero. ``minimize`` with ``constraints`` differentiates the KKT conditions: the
+solution and the multipliers of the active constraints together. A result SciPy reports
+unsuccessful, a singular Jacobian and a Tensor closed over instead of passed in ``args``
+are refused with an error. See the user guide page "Implicit differentiation".
 """
 
 from funcdiff.optimize._derivatives import (

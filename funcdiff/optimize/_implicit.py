@@ -43,8 +43,12 @@ _MATRIX_NAME = {
     "custom_root": "the Jacobian of optimality_fun with respect to x",
     "minimize": "the Hessian of fun with respect to x",
     "least_squares": "the Hessian of 0.5 * ||fun||^2 with respect to x",
+    "kkt": (
+        "the KKT matrix (the Hessian of the Lagrangian bordered by the active "
+        "constraints' Jacobian)"
+    ),
 }
-_HESSIAN_KINDS = {"minimize", "least_squares"}
+_HESSIAN_KINDS = {"minimize", "least_squares", "kkt"}
 
 
 def _holds_live_tensor(value: Any, depth: int = 0) -> bool:
@@ -152,9 +156,10 @@ class Condition:
 
     Parameters
     ----------
-    kind : {"root", "fixed_point", "custom_root", "minimize", "least_squares"}
+    kind : {"root", "fixed_point", "custom_root", "minimize", "least_squares", "kkt"}
         ``F`` is ``fn`` (root, custom_root), ``x - fn`` (fixed_point), the gradient of
-        ``fn`` (minimize) or of ``0.5 * ||fn||^2`` (least_squares) in ``x``.
+        ``fn`` (minimize, and kkt: ``fn`` the Lagrangian, ``x`` the solution and the
+        multipliers) or of ``0.5 * ||fn||^2`` (least_squares) in ``x``.
     fn : callable
         ``fn(x, *args, **kwargs)`` with ``x`` of shape ``shape``.
     x_star : ndarray

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 from funcdiff import replay as _replay
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff.autograd import enable_grad
+from funcdiff.optimize._constrained import Constraints
 from funcdiff.optimize._derivatives import (
     _DERIVATIVE_FREE,
     _HESS_METHODS,
@@ -44,6 +46,22 @@ def _solution(condition: Condition, arguments: Arguments) -> Tensor:
     return ImplicitSolution.apply(
         condition, condition.x_star.reshape(condition.shape), *arguments.params
     )
+
+
+def _solution_and_value(
+    condition: Condition, arguments: Arguments, fun: Callable[..., Any], kwargs: dict | None = None
+) -> tuple[Tensor, Any]:
+    """The differentiable solution, and ``fun`` evaluated there (recorded when the
+    parameters require grad, so that its derivative follows the solution's)."""
+    x = _solution(condition, arguments)
+    with enable_grad() if arguments.differentiable else contextlib.nullcontext():
+        value = fun(x, *arguments.with_params(arguments.params), **(kwargs or {}))
+    return x, value
+
+
+def _with_kwargs(fun: Callable[..., Any], kwargs: dict) -> Callable[..., Any]:
+    """``fun`` with its keyword arguments bound (``fun`` itself when there are none)."""
+    return fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
 
 
 def _bounds_arrays(bounds: Any, n: int, pairs: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -167,17 +185,23 @@ def minimize(
         SciPy's result, with float64 arrays. With Tensors in ``args``, ``x`` and ``fun``
         are Tensors: ``x`` differentiated by the implicit function theorem applied to
         ``grad_x fun = 0`` (active bounds give zero derivatives), ``fun`` by the
-        envelope theorem (it is ``fun(x, *args)``).
+        envelope theorem (it is ``fun(x, *args)``). With ``constraints`` the theorem
+        applies to the KKT conditions: the gradient of the Lagrangian over the active
+        constraints, in ``x`` and their multipliers (recovered by least squares at the
+        solution); Tensors in a constraint dict's ``args`` are parameters too.
 
     Raises
     ------
     RuntimeError
-        The solver did not converge and parameters are to be differentiated, or ``fun``
-        closes over a Tensor that requires grad.
+        The solver did not converge and parameters are to be differentiated, the
+        returned point is not a (constrained) minimum, or ``fun`` closes over a Tensor
+        that requires grad.
     numpy.linalg.LinAlgError
-        The Hessian is singular at the solution (the derivative does not exist).
-    NotImplementedError
-        ``constraints`` together with Tensor parameters.
+        The Hessian (the KKT matrix) is singular at the solution (the derivative does
+        not exist).
+    ValueError
+        A bound or inequality constraint holds at the solution with a zero gradient or
+        multiplier (degenerate: the active set changes there).
 
     Examples
     --------
@@ -226,22 +250,22 @@ def minimize(
             hessp = d.hessp
         elif name in _HESS_METHODS:
             hess = d.hess
+    constraints = None
+    if kwargs.get("constraints") is not None and not _empty(kwargs["constraints"]):
+        constraints = Constraints(kwargs["constraints"])
+        kwargs["constraints"] = constraints.for_scipy
     res = _clean(
         scipy.optimize.minimize(
             d.fun, x0, args=plain, method=method, jac=jac, hess=hess, hessp=hessp, **kwargs
         )
     )
+    if constraints is not None and (arguments.has_tensor or constraints.has_tensor):
+        return _constrained_result(res, fun, arguments, constraints, kwargs, allow_unconverged)
     if not arguments.has_tensor:
         return res
     active = bound = None
     if arguments.differentiable:
         check_converged(bool(res.success), res.get("message"), "minimize", allow_unconverged)
-        if kwargs.get("constraints"):
-            raise NotImplementedError(
-                "minimize with constraints and Tensor args: the derivative of a constrained "
-                "solution needs the KKT system with the multipliers, which funcdiff.optimize "
-                "does not form; bounds are supported, or detach the args"
-            )
         if kwargs.get("bounds") is not None:
             gradient = Derivatives(fun, plain).jac(res.x)
             active, bound = _active_bounds(
@@ -257,19 +281,49 @@ def minimize(
         sparse=sparse,
         prepared=prepared,
     )
-    res.x = _solution(condition, arguments)
-    with enable_grad() if arguments.differentiable else _null():
-        value = fun(res.x, *arguments.with_params(arguments.params))
+    res.x, value = _solution_and_value(condition, arguments, fun)
     res.fun = value.reshape(()) if isinstance(value, Tensor) else tensor(float(np.asarray(value)))
     return res
 
 
-class _null:
-    def __enter__(self) -> None:
-        return None
+def _empty(constraints: Any) -> bool:
+    return isinstance(constraints, (list, tuple)) and len(constraints) == 0
 
-    def __exit__(self, *exc: Any) -> None:
-        return None
+
+def _constrained_result(
+    res: Any,
+    fun: Callable[..., Any],
+    arguments: Arguments,
+    constraints: Constraints,
+    kwargs: dict,
+    allow_unconverged: bool,
+) -> Any:
+    """``res.x`` and ``res.fun`` as Tensors, differentiated through the KKT conditions
+    (the solution and the active constraints' multipliers solve the Lagrangian's
+    stationarity) with respect to the Tensors of ``args`` and of the constraints'."""
+    x_star = np.asarray(res.x, dtype=np.float64)
+    bounds = kwargs.get("bounds")
+    box = None if bounds is None else _bounds_arrays(bounds, x_star.size, True)
+    probe = Arguments(arguments.args + constraints.dict_args)
+    if not probe.differentiable:  # constants only: the point itself
+        x = tensor(x_star.copy())
+        return _with_value(res, x, fun(x, *arguments.plain))
+    check_converged(bool(res.success), res.get("message"), "minimize", allow_unconverged)
+    z_star, lagrangian, combined, k = constraints.lagrangian(
+        fun, x_star, arguments, box, not allow_unconverged
+    )
+    condition = Condition("kkt", lagrangian, z_star, combined)
+    z = _solution(condition, combined)
+    x = z[: x_star.size].reshape(x_star.shape)
+    with enable_grad():
+        value = fun(x, *combined.with_params(combined.params)[:k])
+    return _with_value(res, x, value)
+
+
+def _with_value(res: Any, x: Tensor, value: Any) -> Any:
+    res.x = x
+    res.fun = value.reshape(()) if isinstance(value, Tensor) else tensor(float(np.asarray(value)))
+    return res
 
 
 def least_squares(
@@ -322,14 +376,13 @@ def least_squares(
     refuse_closed_over(fun, x0, plain, kwargs, "fun")
     d = Derivatives(fun, plain)
     sparse = _sparse_choice(sparse)
+    bound = _with_kwargs(fun, kwargs)
     if jac is None and sparse is not False:
-        bound = fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
         J = _prepared_jacobian(bound, x0, plain, sparse)
         if J is not None:
             prepared = J if options.get("method", "trf") != "lm" else _densified(J)
             jac = lambda x, *a, **kw: prepared(x, *a)  # noqa: E731  (kwargs are bound)
     if jac is None and replay:
-        bound = fun if not kwargs else (lambda x, *a: fun(x, *a, **kwargs))
         replayed = _replay.jacobian(bound)
         jac = lambda x, *a, **kw: replayed(_as_x(x), *a)  # noqa: E731  (kwargs are bound)
     if jac is None:
@@ -362,12 +415,10 @@ def least_squares(
         bound=bound_values,
         sparse=sparse,
     )
-    res.x = _solution(condition, arguments)
-    with enable_grad() if arguments.differentiable else _null():
-        r: Any = fun(res.x, *arguments.with_params(arguments.params), **kwargs)
-        r = r if isinstance(r, Tensor) else tensor(np.asarray(r, dtype=np.float64))
-        res.fun = r
-        res.cost = 0.5 * (r * r).sum()
+    res.x, r = _solution_and_value(condition, arguments, fun, kwargs)
+    r = r if isinstance(r, Tensor) else tensor(np.asarray(r, dtype=np.float64))
+    res.fun = r
+    res.cost = 0.5 * (r * r).sum()
     return res
 
 
@@ -481,9 +532,7 @@ def root(
                 "use least_squares for an over- or underdetermined system"
             )
     condition = Condition("root", fun, res.x, arguments, sparse=sparse, prepared=prepared)
-    res.x = _solution(condition, arguments)
-    with enable_grad() if arguments.differentiable else _null():
-        value = fun(res.x, *arguments.with_params(arguments.params))
+    res.x, value = _solution_and_value(condition, arguments, fun)
     res.fun = value if isinstance(value, Tensor) else tensor(np.asarray(value, dtype=np.float64))
     return res
 

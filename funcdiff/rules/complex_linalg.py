@@ -29,6 +29,7 @@ import numpy as np
 
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.linalg_common import (
     DEGENERATE,
@@ -340,6 +341,7 @@ register(
         family="linalg",
         complex=True,
         structure=DENSE,
+        batch=batching.stacked,
     ),
     _eig,
 )
@@ -354,6 +356,7 @@ register(
         family="linalg",
         complex=True,
         structure=DENSE,
+        batch=batching.stacked,
     ),
     _eigvals,
 )

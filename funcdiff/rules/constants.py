@@ -41,43 +41,49 @@ import numpy as np
 from funcdiff._core import grad_mode
 from funcdiff._core.registry import Rule, Structure, dispatching, register
 from funcdiff._core.tensor import Tensor
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 
-_CONSTANT_FUNCTIONS: list[Callable] = [
-    np.zeros_like,
-    np.ones_like,
-    np.empty_like,
-    np.argmax,
-    np.argmin,
-    np.nanargmax,
-    np.nanargmin,
-    np.argsort,
-    np.argpartition,
-    np.lexsort,
-    np.nonzero,
-    np.flatnonzero,
-    np.argwhere,
-    np.searchsorted,
-    np.digitize,
-    np.isclose,
-    np.allclose,
-    np.array_equal,
-    np.array_equiv,
-    np.count_nonzero,
-    np.any,
-    np.all,
-    np.isreal,
-    np.iscomplex,
-    np.isin,
-    np.unravel_index,
-    np.ravel_multi_index,
-    np.diag_indices_from,
-    np.tril_indices_from,
-    np.triu_indices_from,
+# The functions whose results carry no derivative, each with its batching rule for
+# vmap (None: the loop over examples).
+_FLAT = batching.shift_axis(tuples=False)
+_SORT = batching.shift_axis(default=-1, tuples=False)
+_AXES = batching.shift_axis()
+_CONSTANT_FUNCTIONS: list[tuple[Callable, batching.BatchRule | None]] = [
+    (np.zeros_like, batching.like),
+    (np.ones_like, batching.like),
+    (np.empty_like, batching.like),
+    (np.argmax, _FLAT),
+    (np.argmin, _FLAT),
+    (np.nanargmax, _FLAT),
+    (np.nanargmin, _FLAT),
+    (np.argsort, _SORT),
+    (np.argpartition, None),
+    (np.lexsort, None),
+    (np.nonzero, None),
+    (np.flatnonzero, None),
+    (np.argwhere, None),
+    (np.searchsorted, None),
+    (np.digitize, None),
+    (np.isclose, batching.elementwise),
+    (np.allclose, None),
+    (np.array_equal, None),
+    (np.array_equiv, None),
+    (np.count_nonzero, _AXES),
+    (np.any, _AXES),
+    (np.all, _AXES),
+    (np.isreal, batching.elementwise),
+    (np.iscomplex, batching.elementwise),
+    (np.isin, None),
+    (np.unravel_index, None),
+    (np.ravel_multi_index, None),
+    (np.diag_indices_from, None),
+    (np.tril_indices_from, None),
+    (np.triu_indices_from, None),
 ]
 
-for _fn in _CONSTANT_FUNCTIONS:
-    register(Rule(_fn.__name__, _fn, differentiable=False, family="constants"))
+for _fn, _batch in _CONSTANT_FUNCTIONS:
+    register(Rule(_fn.__name__, _fn, differentiable=False, family="constants", batch=_batch))
 
 
 def _full_like_vjp(g, ans, a, fill_value, *args, **kwargs):

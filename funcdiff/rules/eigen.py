@@ -23,6 +23,7 @@ import numpy as np
 
 from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.complex_linalg import EIGH_COMPLEX_CASES, eigh_complex_vjp, eigvalsh_complex_vjp
 from funcdiff.rules.linalg_common import (
@@ -115,6 +116,7 @@ register(
         convention=_ONE_TRIANGLE + "; " + DEGENERATE,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: eigh_complex_vjp},
         complex_cases=EIGH_COMPLEX_CASES,
         complex=True,
@@ -134,6 +136,7 @@ register(
         convention=_ONE_TRIANGLE,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: eigvalsh_complex_vjp},
         complex=True,
     ),

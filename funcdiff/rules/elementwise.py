@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from funcdiff._core.arrays import anywhere, everywhere
 from funcdiff._core.registry import Rule, Structure, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import (
@@ -387,7 +388,7 @@ unary(np.log1p, lambda g, ans, x: g / (1.0 + x), low=-0.7, high=3.0, complex=Tru
 def _logaddexp_vjp(exp: np.ufunc) -> tuple[Callable, Callable]:
     def vjp_x(g, ans, x, y):
         finite = np.isfinite(ans)
-        if np.all(finite):
+        if everywhere(finite):
             return g * exp(x - ans)
         # Where the result is infinite (both arguments -inf, or one +inf) x - ans is
         # NaN; the weights there are the limits: the larger argument takes it all, ties
@@ -477,9 +478,9 @@ def _sinc_series(x):
 
 def _sinc_vjp(g, ans, x):
     small = np.abs(x) < _SINC_SMALL
-    if not np.any(small):
+    if not anywhere(small):
         return g * ((np.cos(np.pi * x) - ans) / x)
-    if np.all(small):
+    if everywhere(small):
         return g * _sinc_series(x)
     xb = np.where(small, 1.0, x)
     big = (np.cos(np.pi * xb) - np.sinc(xb)) / xb

@@ -34,6 +34,7 @@ import numpy as np
 
 from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import Rule, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import DENSE_LINEAR
 
@@ -192,6 +193,7 @@ def _register(name: str, fn, numpy_fn, vjp, real_input: bool) -> None:
             family="fft",
             complex=True,
             structure=DENSE_LINEAR,
+            batch=batching.shift_axis(2, default=-1, tuples=False),
         ),
         numpy_fn,
     )
@@ -291,6 +293,7 @@ for _name, _numpy_fn, _vjp, _real_input, _cases in (
             family="fft",
             complex=True,
             structure=DENSE_LINEAR,
+            batch=batching.shift_axis(2, "axes", (-2, -1) if _name.endswith("2") else None),
         ),
         _numpy_fn,
     )

@@ -42,6 +42,7 @@ from funcdiff._core.grad_mode import is_grad_enabled
 from funcdiff._core.graph import PartialCotangent
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import SELECT
 
@@ -333,6 +334,7 @@ register(
         ),
         family="indexing",
         structure=Structure("where", "linear"),
+        batch=batching.where,
         complex=True,
     ),
     np.where,

@@ -43,6 +43,7 @@ import numpy as np
 from funcdiff._core.backends import backend_linalg, on_device_of
 from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
 from funcdiff._core.registry import Rule, register
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.complex_linalg import (
     SVD_COMPLEX_CASES,
@@ -92,6 +93,7 @@ register(
         convention="needs an invertible matrix",
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex=True,
     ),
     np.linalg.inv,
@@ -125,6 +127,7 @@ register(
         convention="b is a vector when it is 1-D, else a (stack of) matrices, as in NumPy 2",
         family="linalg",
         structure=DENSE,
+        batch=batching.solve,
         complex=True,
     ),
     np.linalg.solve,
@@ -205,6 +208,7 @@ register(
         convention=_DET_CONVENTION,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex=True,
     ),
     np.linalg.det,
@@ -225,6 +229,7 @@ register(
         ),
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: slogdet_complex_vjp},
         complex=True,
     ),
@@ -265,6 +270,7 @@ register(
         convention=SYMMETRIC,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: cholesky_complex_vjp},
         complex=True,
     ),
@@ -361,6 +367,7 @@ register(
         "hermitian=True uses the " + SYMMETRIC,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
         complex_vjps={0: svd_complex_vjp},
         complex_cases=SVD_COMPLEX_CASES,
         complex=True,
@@ -377,6 +384,7 @@ if hasattr(np.linalg, "svdvals"):
             convention="U diag(g) V^T",
             family="linalg",
             structure=DENSE,
+            batch=batching.stacked,
             complex_vjps={0: svdvals_complex_vjp},
             complex=True,
         ),
@@ -470,6 +478,7 @@ register(
         "(R invertible); the gradient follows LAPACK's sign choice for diag(R)",
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
     ),
     np.linalg.qr,
 )
@@ -508,6 +517,7 @@ register(
         "or row rank in particular); hermitian=True uses the " + SYMMETRIC,
         family="linalg",
         structure=DENSE,
+        batch=batching.stacked,
     ),
     np.linalg.pinv,
 )

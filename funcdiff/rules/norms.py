@@ -30,7 +30,10 @@ from funcdiff._core.registry import (
     dispatching,
     register,
 )
-from funcdiff.rules import linalg  # noqa: F401  (registers numpy.linalg.svd's rule, read below)
+from funcdiff.rules import (
+    batching,
+    linalg,  # noqa: F401  (registers numpy.linalg.svd's rule, read below)
+)
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.reductions import _TIES, _count, expand_reduced, normalize_axes
 from funcdiff.rules.structure import axis_argument, reduction
@@ -142,6 +145,8 @@ register(
         convention="gradient 0 at 0 (finite at every order)",
         family="reductions",
         structure=reduction("nonlinear"),
+        # np.linalg.norm takes one or two axes: axis=None flattens each example.
+        batch=batching.shift_axis(1, tuples=False, keepdims=2),
         complex=True,
         complex_vjps={0: _norm2_complex_vjp},
     ),
@@ -157,6 +162,8 @@ register(
         convention="gradient 0 at 0 and at zero entries (finite at every order)",
         family="reductions",
         structure=reduction("nonlinear", axis_argument(2)),
+        # np.linalg.norm takes one or two axes: axis=None flattens each example.
+        batch=batching.shift_axis(2, tuples=False, keepdims=3),
         complex=True,
         complex_vjps={0: _pnorm_complex_vjp},
     ),
@@ -173,6 +180,8 @@ register(
         uses_values=False,
         family="reductions",
         structure=reduction("piecewise"),
+        # np.linalg.norm takes one or two axes: axis=None flattens each example.
+        batch=batching.shift_axis(1, tuples=False, keepdims=2),
         complex=True,
     ),
     _norm0,

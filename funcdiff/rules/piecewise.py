@@ -22,6 +22,7 @@ import numpy as np
 from funcdiff._core.backends import as_array, copy_array, on_device_of
 from funcdiff._core.registry import Rule, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.elementwise import binary, binary_cases, constant, tie_weights
 from funcdiff.rules.structure import (
@@ -175,6 +176,7 @@ register(
         family="elementwise",
         diagonal=True,
         structure=DENSE_LINEAR,
+        batch=batching.elementwise,
         complex=True,
     ),
     np.imag,
@@ -204,6 +206,7 @@ register(
         family="elementwise",
         diagonal=True,
         structure=DENSE,
+        batch=batching.elementwise,
         complex=True,
     ),
     np.angle,

@@ -27,12 +27,14 @@ from typing import Any
 import numpy as np
 from numpy.lib.array_utils import normalize_axis_index, normalize_axis_tuple
 
+from funcdiff._core.arrays import anywhere
 from funcdiff._core.backends import on_device_of
 from funcdiff._core.registry import (
     Rule,
     batch_ndim,
     register,
 )
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.scans import _flip_last, _unsupported, shift_last
 from funcdiff.rules.structure import reduction
@@ -524,7 +526,7 @@ def _average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = np.transpose(w, tuple(int(i) for i in np.argsort(axes)))
         w = np.reshape(w, tuple(s if i in axes else 1 for i, s in enumerate(shape)))
     total = np.sum(w, axis=axis, keepdims=keepdims)
-    if np.any(total == 0.0):
+    if anywhere(total == 0.0):
         raise ZeroDivisionError("numpy.average: the weights sum to zero, can't be normalized")
     avg = np.sum(a * w, axis=axis, keepdims=keepdims) / total
     if not returned:
@@ -596,6 +598,7 @@ register(
         uses_values=False,
         family="reductions",
         structure=reduction("linear", _trace_axes),
+        batch=batching.shift_axes((2, "axis1", 0), (3, "axis2", 1)),
         complex=True,
     ),
     np.trace,

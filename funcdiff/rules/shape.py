@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.backends import is_array, is_foreign, on_device_of
 from funcdiff._core.registry import Rule, batch_ndim, register
 from funcdiff._core.tensor import Tensor, values_read
+from funcdiff.rules import batching
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import SELECT
 
@@ -121,6 +123,7 @@ register(
         np.reshape,
         {0: _reshape_vjp},
         jvps={0: _reshape_jvp},
+        batch=batching.reshape,
         cases=(
             Case((Arg((3, 4)), (2, 6))),
             Case((Arg((3, 4)), -1)),
@@ -156,6 +159,7 @@ register(
     _rule(
         "ravel",
         np.ravel,
+        batch=batching.ravel,
         cases=(
             Case((Arg((3, 4)),)),
             Case((Arg((2, 3, 4)), "F")),
@@ -187,6 +191,7 @@ register(
         "transpose",
         _transpose,
         {0: _transpose_vjp},
+        batch=batching.transpose,
         cases=(
             Case((Arg((3, 4)),)),
             Case((Arg((2, 3, 4)), (1, 2, 0))),
@@ -218,6 +223,7 @@ register(
         "swapaxes",
         np.swapaxes,
         {0: _swapaxes_vjp},
+        batch=batching.swapaxes,
         cases=(Case((Arg((2, 3, 4)), 0, -1)), Case((Arg((3, 4)), 1, 1))),
     )
 )
@@ -235,6 +241,7 @@ register(
         "moveaxis",
         np.moveaxis,
         {0: _moveaxis_vjp},
+        batch=batching.moveaxis,
         cases=(Case((Arg((2, 3, 4)), 0, -1)), Case((Arg((2, 3, 4)), (0, 1), (2, 0)))),
     )
 )
@@ -269,6 +276,7 @@ register(
         "squeeze",
         np.squeeze,
         {0: _to_shape_vjp},
+        batch=batching.squeeze,
         cases=(
             Case((Arg((3, 1, 4)),)),
             Case((Arg((1, 3)),), {"axis": 0}),
@@ -283,6 +291,7 @@ register(
         "expand_dims",
         np.expand_dims,
         {0: _to_shape_vjp},
+        batch=batching.expand_dims,
         cases=(
             Case((Arg((3, 4)), 1)),
             Case((Arg((3,)), (0, -1))),
@@ -295,6 +304,7 @@ register(
         "broadcast_to",
         np.broadcast_to,
         {0: lambda g, ans, array, shape, subok=False: g},
+        batch=batching.broadcast_to,
         cases=(
             Case((Arg((3, 1)), (2, 3, 4))),
             Case((Arg(()), (2,))),
@@ -354,7 +364,7 @@ register(
 
 def _atleast(nd: int):
     def promote(a):
-        if not isinstance(a, (Tensor, np.ndarray)):
+        if not isinstance(a, (Tensor, np.ndarray)) and not is_foreign_array(a):
             a = np.asanyarray(a)
         shape = np.shape(a)
         if len(shape) >= nd:
@@ -427,6 +437,7 @@ register(
         "concatenate",
         _concatenate,
         {0: _concatenate_vjp},
+        batch=batching.concatenate,
         cases=(
             Case(([Arg((2, 3)), Arg((4, 3))],)),
             Case(([Arg((2, 3)), Arg((2, 1)), Arg((2, 2), diff=False)],), {"axis": -1}),
@@ -463,6 +474,7 @@ register(
         "stack",
         _stack,
         {0: _stack_vjp},
+        batch=batching.stack,
         cases=(
             Case(([Arg((2, 3)), Arg((2, 3))],)),
             Case(([Arg((2, 3)), Arg((2, 3)), Arg((2, 3), diff=False)],), {"axis": -1}),

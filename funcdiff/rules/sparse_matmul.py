@@ -48,6 +48,7 @@ import numpy as np
 
 from funcdiff._core.registry import Rule, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor
+from funcdiff.ops.dispatch import register_matrix_type
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import Structure
 
@@ -291,6 +292,10 @@ def install_handover() -> None:
 
     for cls in (sp.sparray, sp.spmatrix):
         setattr(cls, DEFERS_MATMUL, True)
+    # A ufunc given one of them (np.matmul(A, x)) hands it to the matrix's own product.
+    for c in _sparse_classes():
+        if issubclass(c, (sp.sparray, sp.spmatrix)):
+            register_matrix_type(c)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):

@@ -27,6 +27,7 @@ import numpy as np
 import scipy.special as sp
 from numpy.lib.array_utils import normalize_axis_tuple
 
+from funcdiff._core.arrays import anywhere, everywhere
 from funcdiff._core.backends import as_array, on_device_of, special_module
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
@@ -140,13 +141,13 @@ def _rgamma_vjp(g, ans, x):
     # poles of gamma (0, -1, -2, ...), where 1/gamma is 0 with slope (-1)**n n!, at
     # every order.
     right = x >= 0.5
-    if np.all(right):
+    if everywhere(right):
         return -g * ans * sp.digamma(x)
     xl = np.where(right, 0.0, x)
     left = sp.gamma(1.0 - xl) * (
         np.cos(np.pi * xl) - sp.digamma(1.0 - xl) * np.sin(np.pi * xl) / np.pi
     )
-    if not np.any(right):
+    if not anywhere(right):
         return g * left
     return g * np.where(right, -ans * sp.digamma(np.where(right, x, 1.0)), left)
 

@@ -87,6 +87,8 @@ def axis_argument(position: int, name: str = "axis", default: Any = None) -> Cal
             return tuple(int(a) % max(ndim, 1) for a in axis)
         return (int(axis) % max(ndim, 1),)
 
+    # Where the argument is, for the batching default of the rule (its axes shift by one).
+    axes.argument = (position, name, default)  # type: ignore[attr-defined]
     return axes
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import scipy.special as sp
 from scipy.special import _ufuncs
 
+from funcdiff._core.arrays import anywhere, everywhere
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import ELEMENTWISE
@@ -152,7 +153,7 @@ def _riemann_zeta_vjp(g, ans, x):
     # x = 0 it would cancel, the pole of zeta(1 - x) against the zero of chi). Both
     # branches are recorded functions, so every order records; each sees safe inputs.
     right = x >= -0.5
-    if np.all(right):
+    if everywhere(right):
         return g * zeta_derivative(1, x, 1.0)
     xl = np.where(right, -1.0, x)
     scale = np.exp(xl * _LOG_2PI) / np.pi * sp.gamma(1.0 - xl)
@@ -162,7 +163,7 @@ def _riemann_zeta_vjp(g, ans, x):
         np.sin(half) * (_LOG_2PI - sp.digamma(1.0 - xl)) + 0.5 * np.pi * np.cos(half)
     )
     left = chi_prime * _ufuncs._riemann_zeta(1.0 - xl) - chi * zeta_derivative(1, 1.0 - xl, 1.0)
-    if not np.any(right):
+    if not anywhere(right):
         return g * left
     return g * np.where(right, zeta_derivative(1, np.where(right, x, 2.0), 1.0), left)
 
