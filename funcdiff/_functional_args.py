@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.tensor import Tensor, as_tensor
 from funcdiff.autograd import grad
 
@@ -54,8 +55,8 @@ def _convert(el: Any) -> Tensor | None:
         return None
     if isinstance(el, (int, float, complex, np.integer, np.floating, np.complexfloating)):
         el = np.asarray(el)
-    if not isinstance(el, np.ndarray):
-        return None
+    if not isinstance(el, np.ndarray) and not is_foreign_array(el):
+        return None  # a batched value of funcdiff.func.vmap is used as it is
     if el.dtype.kind in "fc":
         return as_tensor(el)  # no copy: funcdiff never writes into its inputs
     if el.dtype.kind in "iu":
