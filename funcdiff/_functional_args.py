@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from funcdiff._core.arrays import is_foreign_array
 from funcdiff._core.backends import is_foreign
 from funcdiff._core.tensor import Tensor, as_tensor
 from funcdiff.autograd import grad
@@ -55,8 +56,8 @@ def _convert(el: Any) -> Tensor | None:
         return None
     if isinstance(el, (int, float, complex, np.integer, np.floating, np.complexfloating)):
         el = np.asarray(el)
-    if not (isinstance(el, np.ndarray) or is_foreign(el)):  # a device array keeps its type
-        return None
+    if not (isinstance(el, np.ndarray) or is_foreign(el) or is_foreign_array(el)):
+        return None  # a device array, or a batched value of funcdiff.func.vmap, as it is
     if el.dtype.kind in "fc":
         return as_tensor(el)  # no copy: funcdiff never writes into its inputs
     if el.dtype.kind in "iu":

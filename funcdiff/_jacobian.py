@@ -317,8 +317,11 @@ def push_tangents(
     given = {id(a) for a in seeds.values()}
     result: list[Tensor | None] = []
     for r in pushed:
-        if r is not None and (id(r) in given or not getattr(r.flags, "writeable", True)):
-            r = r.copy()  # never hand out the caller's v, or a read-only broadcast view
+        # Never hand out the caller's v, or a read-only broadcast view (batched values
+        # of vmap and other array types may have no writeable flag: they are not views).
+        writeable = getattr(getattr(r, "flags", None), "writeable", True)
+        if r is not None and (id(r) in given or not writeable):
+            r = r.copy()
         result.append(None if r is None else wrap(r, False, None, 0))
     return result
 

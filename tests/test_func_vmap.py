@@ -444,3 +444,22 @@ def test_against_torch_func() -> None:
     jac = vmap(jacrev(lambda x: np.tanh(x @ w1 + b1) @ w2 + b2))(x)
     tj = tvmap(tjacrev(lambda v: torch.tanh(v @ tp[0] + tp[1]) @ tp[2] + tp[3]))(torch.tensor(x))
     assert np.allclose(jac, tj.numpy())
+
+
+def test_vmap_over_funcdiff_functional_calls_gives_arrays_per_example() -> None:
+    import funcdiff.functional as F
+
+    X = np.random.default_rng(5).standard_normal((4, 3))
+    dfdx = np.cos(X) * X + np.sin(X)  # d/dx (x sin x), elementwise
+
+    tangent = vmap(lambda x: F.jvp(lambda y: np.sin(y) * y, x, np.ones(3))[1])(X)
+    assert type(tangent) is np.ndarray
+    np.testing.assert_allclose(tangent, dfdx, rtol=1e-14)
+
+    jac = vmap(lambda x: F.jacobian(lambda y: np.sin(y) * y, x))(X)
+    assert type(jac) is np.ndarray and jac.shape == (4, 3, 3)
+    np.testing.assert_allclose(jac, np.stack([np.diag(d) for d in dfdx]), rtol=1e-14)
+
+    hess = vmap(lambda x: F.hessian(lambda y: np.sum(np.sin(y) * y), x))(X)
+    d2 = 2 * np.cos(X) - X * np.sin(X)
+    np.testing.assert_allclose(hess, np.stack([np.diag(d) for d in d2]), rtol=1e-13, atol=1e-15)

@@ -114,6 +114,8 @@ def _move_out(x: Any, d: Any, level: Level, k: int) -> Any:
             f"{ndim - 1} dimensions per example"
         )
     out = leave(x, level, int(d) % ndim)
+    if isinstance(out, Tensor) and not out.requires_grad:
+        out = out.data  # funcdiff.functional's results inside: arrays, as every transform's
     if type(out) is np.ndarray and not out.flags.writeable:
         out = out.copy()  # broadcast along the batch: a copy the caller may write to
     return out
