@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.backend_results import assert_same, flat
 from support.strict_array import HOST_READS, BareArray, MissingArray, StrictArray
 
 import funcdiff as fd
@@ -28,18 +29,8 @@ def _host(x):
     return x.data._a if isinstance(x, fd.Tensor) else x._a
 
 
-def _flat(result):
-    if isinstance(result, (tuple, list)):
-        return [y for r in result for y in _flat(r)]
-    return [result.data if isinstance(result, fd.Tensor) else result]
-
-
 def _assert_same(reference, got, tol=1e-10):
-    ref, out = _flat(reference), _flat(got)
-    assert len(ref) == len(out)
-    for a, b in zip(ref, out):
-        assert type(b) is StrictArray, type(b)
-        np.testing.assert_allclose(b._a, np.asarray(a), rtol=tol, atol=1e-12)
+    assert_same(reference, got, StrictArray, lambda a: a._a, tol)
 
 
 # ------------------------------------------------------------------ the Tensor itself
@@ -140,7 +131,7 @@ def test_scipy_special_runs_as_the_backends_own(cls, name, lo, hi, order):
 
     reference = F.hessian(f, a) if order == 2 else F.vjp(f, a)[1]
     got = F.hessian(f, cls(a.copy())) if order == 2 else F.vjp(f, cls(a.copy()))[1]
-    assert type(_flat(got)[0]) is cls
+    assert type(flat(got)[0]) is cls
     np.testing.assert_allclose(_host(got), reference, rtol=1e-10, atol=1e-12)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from support.backend_results import assert_same
 
 import funcdiff as fd
 import funcdiff.replay as replay
@@ -27,18 +28,8 @@ pytestmark = pytest.mark.skipif(_DEVICES == 0, reason="no CUDA device")
 RNG = np.random.default_rng(0)
 
 
-def _flat(result):
-    if isinstance(result, (tuple, list)):
-        return [y for r in result for y in _flat(r)]
-    return [result.data if isinstance(result, fd.Tensor) else result]
-
-
 def _assert_same(reference, got, tol=1e-10):
-    ref, out = _flat(reference), _flat(got)
-    assert len(ref) == len(out)
-    for a, b in zip(ref, out):
-        assert isinstance(b, cupy.ndarray), type(b)
-        np.testing.assert_allclose(cupy.asnumpy(b), np.asarray(a), rtol=tol, atol=1e-12)
+    assert_same(reference, got, cupy.ndarray, cupy.asnumpy, tol)
 
 
 def _f(x):
