@@ -166,6 +166,8 @@ class Program:
 
     def _first_compiled_run(self, arrays: Sequence[np.ndarray]) -> Any:
         """Lower the program, run it both ways, and keep the kernels if they agree."""
+        # Off the path here (GuardFailure): nothing is compiled until a run on it.
+        expected = self.interpret(arrays)
         self.kernels = False
         lowered = jit.lower(
             self.code,
@@ -176,7 +178,6 @@ class Program:
             _OPCODES,
             self.compile_mode,
         )
-        expected = self.interpret(arrays)  # GuardFailure: off the path, as uncompiled
         if lowered is None:
             return expected
         code, summary = lowered

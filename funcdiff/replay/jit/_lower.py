@@ -1,19 +1,27 @@
 """Lowering a recorded program's NumPy calls to XLA kernels through JAX.
 
-The program is cut into *segments*: maximal runs of instructions that JAX can run on
-float64 (or boolean) values. Each segment is traced once into one ``jax.jit`` function
-of the values it reads and compiled by XLA, which fuses its elementwise operations,
-slices, concatenations and reductions into a few loops. The segment then takes the
-place of its instructions as one call in the program, and everything else (guards,
-in-place writes, functions without a JAX namesake, integer and complex values) stays
-the NumPy call it was. Guards inside a segment are checked right after it: a segment's
-shapes are fixed, so it cannot fail on the values of another path before its guards
-say so.
+Every instruction JAX can run on float64 (or boolean) values is a *candidate*; one
+abstract trace of the whole program (a *probe*, nothing compiled) finds those whose
+``jax.numpy`` namesake refuses them or computes another shape or dtype. The rest stay
+the NumPy calls they were: guards, in-place writes (and everything before the last
+one, whose views must see it), functions without a JAX namesake, integer and complex
+values.
+
+The program is then *scheduled* in alternating phases: the NumPy instructions that
+can run, in their order, then one *kernel* holding every candidate whose inputs are
+ready (following the data, not the program order, so that a NumPy call in the middle
+of a program costs one more kernel, not a cut at every place it occurs). Each kernel is
+traced once into one ``jax.jit`` function of the values it reads and compiled by XLA,
+which fuses its elementwise operations, slices, concatenations and reductions into a
+few loops. Kernels are pure and their shapes fixed, so they may run before a guard
+that precedes them in the program: the guard still raises before any result is used,
+and NumPy instructions keep their order relative to every guard.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -33,10 +41,19 @@ DTYPES = frozenset({np.dtype(np.float64), np.dtype(np.bool_)})
 #: Constant arrays up to this size are folded into the kernel; larger ones are
 #: arguments, converted once.
 FOLD_SIZE = 64
-#: Segments with fewer instructions stay NumPy (a kernel call costs a few microseconds).
+#: Kernels computing more distinct shapes than this compile with XLA's older loop
+#: emitters: its fusion emitters make loops that are faster to run, but they compile
+#: a kernel of many small differently shaped loops 3-5x slower (seconds per kernel).
+MANY_SHAPES = 24
+MANY_SHAPES_OPTIONS = {
+    "xla_cpu_use_fusion_emitters": False,
+    "xla_cpu_enable_concurrency_optimized_scheduler": False,
+}
+#: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
-#: How many instructions may fail to lower before the rest of the program stays NumPy.
-MAX_FAILURES = 64
+#: How many times the schedule may be redone (a kernel too small, or one that failed to
+#: trace after the probe found what JAX runs) before the program stays NumPy.
+MAX_RETRIES = 16
 
 
 class _Fail(Exception):
@@ -135,24 +152,48 @@ def _candidates(code: list, prog: _Program, specs: list, template: list) -> list
     return out
 
 
-def _runs(flags: list[bool], guard: list[bool]) -> list[tuple[int, int]]:
-    runs, start = [], None
-    for k, ok in enumerate([*flags, False]):
-        if ok and start is None:
-            start = k
-        elif not ok and start is not None:
-            runs.append((start, k))
-            start = None
-    # Guards at the ends of a run need no segment of their own.
-    trimmed = []
-    for a, b in runs:
-        while a < b and guard[a]:
-            a += 1
-        while b > a and guard[b - 1]:
-            b -= 1
-        if sum(1 for k in range(a, b) if not guard[k]) >= MIN_SEGMENT:
-            trimmed.append((a, b))
-    return trimmed
+def _schedule(prog: _Program, flags: list[bool], produced_by: dict[int, int]) -> list:
+    """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
+
+    NumPy instructions (and guards) keep their order; each kernel holds every
+    candidate whose inputs are ready when it starts.
+    """
+    n = len(flags)
+    done = [False] * n
+    ready_slot: set[int] = set()
+    numpy_items = [k for k in range(n) if not flags[k]]
+    candidates = [k for k in range(n) if flags[k]]
+    steps: list = []
+    cursor = 0
+
+    def ready(k: int) -> bool:
+        return all(s in ready_slot or s not in produced_by for s in prog.reads[k])
+
+    def finish(k: int) -> None:
+        done[k] = True
+        call = prog.calls[k]
+        if call is not None:
+            ready_slot.update(call[3])
+
+    while cursor < len(numpy_items) or candidates:
+        while cursor < len(numpy_items) and ready(numpy_items[cursor]):
+            steps.append(("numpy", numpy_items[cursor]))
+            finish(numpy_items[cursor])
+            cursor += 1
+        kernel: list[int] = []
+        rest: list[int] = []
+        for k in candidates:  # program order: a candidate's producers come first
+            if ready(k):
+                kernel.append(k)
+                finish(k)
+            else:
+                rest.append(k)
+        candidates = rest
+        if kernel:
+            steps.append(("kernel", kernel))
+        elif cursor < len(numpy_items) and not ready(numpy_items[cursor]):
+            raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
+    return steps
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
@@ -166,81 +207,112 @@ def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
 
 
 class _Segment:
-    """One run of instructions, traced and compiled into one XLA kernel."""
+    """Instructions (at ``positions``, in program order) traced into one XLA kernel."""
 
     def __init__(
         self,
-        a: int,
-        b: int,
+        positions: list[int],
         prog: _Program,
-        code: list,
         specs: list,
         template: list,
-        needed_after: Callable[[int, int], bool],
+        needed: Callable[[int, set], bool],
     ) -> None:
-        self.a, self.b = a, b
-        slot_type = prog.ops["slot"]
+        self.positions = positions
         produced: set[int] = set()
         reads: list[int] = []
-        guards: list[int] = []
-        for k in range(a, b):
-            if code[k][0] == prog.ops["guard"]:
-                guards.append(k)
-                continue
+        made: list[int] = []
+        for k in positions:
             for s in prog.reads[k]:
                 if s not in produced and s not in reads:
                     reads.append(s)
-            produced.update(prog.calls[k][3])  # type: ignore[index]
-        guarded = {code[k][1] for k in guards}
-        self.guards = guards
-        self.outs = [s for s in _ordered(prog, a, b) if s in guarded or needed_after(s, b)]
+            outs = prog.calls[k][3]  # type: ignore[index]
+            produced.update(outs)
+            made.extend(outs)
+        inside = set(positions)
+        self.outs = [s for s in made if needed(s, inside)]
         self.folded = {
             s: template[s]
             for s in reads
             if template[s] is not None and np.size(template[s]) <= FOLD_SIZE
         }
         self.ins = [s for s in reads if s not in self.folded]
-        self.prog, self.code, self.specs, self.slot_type = prog, code, specs, slot_type
+        self.prog, self.specs, self.slot_type = prog, specs, prog.ops["slot"]
+
+    def step(self, k: int, env: dict) -> list:
+        """Instruction ``k`` on the traced values of ``env``: its results, checked
+        against the recorded shapes and dtypes (:class:`_Fail` where JAX differs)."""
+        fn, args_t, kwargs_t, outs = self.prog.calls[k]  # type: ignore[misc]
+        slot_type = self.slot_type
+        try:
+            if fn is None:  # a copy: values are immutable here
+                results = [env[args_t[0].index]]
+            else:
+                args = _fill(args_t, env, slot_type)
+                kwargs = {key: _fill(v, env, slot_type) for key, v in kwargs_t.items()}
+                if fn is _INDEX_ADD:
+                    result = _jax_index_add(*args, **kwargs)
+                else:
+                    result = unwrap(fn(*args, **kwargs))
+                results = _arrays(result)
+        except Exception as error:  # noqa: BLE001  (anything JAX refuses stays NumPy)
+            name = getattr(fn, "__name__", fn)
+            raise _Fail(k, f"{name}: {type(error).__name__}: {error}") from None
+        if len(results) != len(outs):
+            raise _Fail(k, "a different number of results")
+        for s, r in zip(outs, results):
+            shape, dtype = self.specs[s]
+            if tuple(np.shape(r)) != shape or np.result_type(r) != dtype:
+                raise _Fail(k, f"{np.shape(r)} {np.result_type(r)}, recorded {shape} {dtype}")
+        return results
 
     def body(self, *values: Any) -> tuple:
         env: dict[int, Any] = dict(zip(self.ins, values))
         env.update(self.folded)
-        specs, slot_type = self.specs, self.slot_type
-        for k in range(self.a, self.b):
-            call = self.prog.calls[k]
-            if call is None:
-                continue
-            fn, args_t, kwargs_t, outs = call
-            try:
-                if fn is None:  # a copy: values are immutable here
-                    results = [env[args_t[0].index]]
-                else:
-                    args = _fill(args_t, env, slot_type)
-                    kwargs = {key: _fill(v, env, slot_type) for key, v in kwargs_t.items()}
-                    if fn is _INDEX_ADD:
-                        result = _jax_index_add(*args, **kwargs)
-                    else:
-                        result = unwrap(fn(*args, **kwargs))
-                    results = _arrays(result)
-            except _Fail:
-                raise
-            except Exception as error:  # noqa: BLE001  (anything JAX refuses stays NumPy)
-                name = getattr(fn, "__name__", fn)
-                raise _Fail(k, f"{name}: {type(error).__name__}: {error}") from None
-            if len(results) != len(outs):
-                raise _Fail(k, "a different number of results")
-            for s, r in zip(outs, results):
-                shape, dtype = specs[s]
-                if tuple(np.shape(r)) != shape or np.result_type(r) != dtype:
-                    raise _Fail(k, f"{np.shape(r)} {np.result_type(r)}, recorded {shape} {dtype}")
-                env[s] = r
+        for k in self.positions:
+            env.update(zip(self.prog.calls[k][3], self.step(k, env)))  # type: ignore[index]
         return tuple(env[s] for s in self.outs)
 
-    def compile(self, template: list) -> Callable[..., tuple]:
+    def probe(self, skip: list[bool], failed: dict[int, str]) -> Any:
+        """Trace every instruction once (abstractly, nothing is compiled) and note in
+        ``failed`` those JAX cannot run; their results, and those of the instructions
+        in ``skip``, are traced placeholders of the recorded shape, so that one failure
+        does not hide what follows. Returns the trace (this segment's kernel when
+        nothing failed or was skipped)."""
         import jax
+        import jax.numpy as jnp
+
+        def placeholder(s: int) -> Any:
+            spec = self.specs[s]
+            return None if spec is None else jnp.zeros(*spec)  # a tracer, not a constant
+
+        def run(*args: Any) -> tuple:
+            env: dict[int, Any] = dict(zip(self.ins, args))
+            env.update(self.folded)
+            for k in self.positions:
+                outs = self.prog.calls[k][3]  # type: ignore[index]
+                if not skip[k]:
+                    try:
+                        env.update(zip(outs, self.step(k, env)))
+                        continue
+                    except _Fail as fail:
+                        failed[k] = fail.why
+                env.update((s, placeholder(s)) for s in outs)
+            return tuple(env[s] for s in self.outs)
 
         avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
-        compiled = jax.jit(self.body).lower(*avals).compile()
+        return jax.jit(run).trace(*avals)
+
+    def compile(self, template: list, traced: Any = None) -> Callable[..., tuple]:
+        """The kernel: ``traced`` (a probe's trace of this very segment) or a new trace
+        of :meth:`body`, compiled by XLA."""
+        import jax
+
+        if traced is None:
+            avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
+            traced = jax.jit(self.body).trace(*avals)
+        shapes = {self.specs[s][0] for k in self.positions for s in self.prog.calls[k][3]}  # type: ignore[index]
+        options = MANY_SHAPES_OPTIONS if len(shapes) > MANY_SHAPES else None
+        compiled = traced.lower().compile(compiler_options=options)
         constants = [(i, template[s]) for i, s in enumerate(self.ins) if template[s] is not None]
         fixed = {i: jax.device_put(value) for i, value in constants}
         order = list(range(len(self.ins)))
@@ -265,15 +337,6 @@ class _Segment:
         return run_fixed
 
 
-def _ordered(prog: _Program, a: int, b: int) -> list[int]:
-    out: list[int] = []
-    for k in range(a, b):
-        call = prog.calls[k]
-        if call is not None:
-            out.extend(call[3])
-    return out
-
-
 def _arrays(result: Any) -> list:
     import jax
 
@@ -287,7 +350,7 @@ def _arrays(result: Any) -> list:
 def lower(
     code: list, inputs: tuple, template: list, outputs: list[int], specs: list, ops: dict
 ) -> tuple[list, dict]:
-    """The program with its segments as XLA kernels, and what was lowered.
+    """The program with its candidates as XLA kernels, and what was lowered.
 
     ``ops`` names the program's opcodes (see ``funcdiff.replay.program``); ``specs``
     holds each slot's recorded ``(shape, dtype)``. Returns the new instruction list
@@ -296,51 +359,79 @@ def lower(
     prog = _Program(code, ops)
     flags = _candidates(code, prog, specs, template)
     guard = [ins[0] == ops["guard"] for ins in code]
-    last: dict[int, int] = {}
-    for k, reads in enumerate(prog.reads):
-        for s in reads:
-            last[s] = k
+    flags = [f and not g for f, g in zip(flags, guard)]
+    produced_by: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    for k, call in enumerate(prog.calls):
+        if call is not None:
+            for s in call[3]:
+                produced_by[s] = k
+        for s in prog.reads[k]:
+            readers.setdefault(s, []).append(k)
     final = set(outputs)
 
-    def needed_after(slot: int, b: int) -> bool:
-        return slot in final or last.get(slot, -1) >= b
+    def needed(slot: int, inside: set) -> bool:
+        return slot in final or any(k not in inside for k in readers.get(slot, ()))
 
-    segments: list[tuple[_Segment, Callable[..., tuple]]] = []
     failures: list[str] = []
-    queue = _runs(flags, guard)
+    began = time.perf_counter()
+    probed = 0.0
+    kernels: dict[int, tuple[_Segment, Callable[..., tuple]]] = {}
     with x64():
-        while queue:
-            a, b = queue.pop(0)
-            segment = _Segment(a, b, prog, code, specs, template, needed_after)
+        positions = [k for k in range(len(code)) if flags[k]]
+        traced = None
+        if positions:
+            first = positions[0]
+            span = [k for k in range(first, len(code)) if not guard[k]]
+            whole = _Segment(span, prog, specs, template, needed)
+            failed: dict[int, str] = {}
+            traced = whole.probe([not flags[k] for k in range(len(code))], failed)
+            probed = time.perf_counter() - began
+            for k, why in failed.items():
+                flags[k] = False
+                failures.append(why)
+        for _ in range(MAX_RETRIES):
+            steps = _schedule(prog, flags, produced_by)
+            small = [
+                k for kind, ks in steps if kind == "kernel" and len(ks) < MIN_SEGMENT for k in ks
+            ]
+            if small:
+                for k in small:
+                    flags[k] = False
+                continue
             try:
-                kernel = segment.compile(template)
+                for kind, ks in steps:
+                    if kind != "kernel" or ks[0] in kernels:
+                        continue
+                    segment = _Segment(ks, prog, specs, template, needed)
+                    reuse = traced if positions and ks == whole.positions else None
+                    kernels[ks[0]] = (segment, segment.compile(template, reuse))
             except _Fail as fail:
                 failures.append(fail.why)
-                if len(failures) > MAX_FAILURES:
-                    break
                 flags[fail.position] = False
-                parts = _runs(flags[a:b], guard[a:b])
-                queue = [(a + x, a + y) for x, y in parts] + queue
+                kernels.clear()
                 continue
-            segments.append((segment, kernel))
-    segments.sort(key=lambda sk: sk[0].a)
+            break
+        else:
+            steps = [("numpy", k) for k in range(len(code))]
+            kernels.clear()
     new_code: list = []
     slot = ops["slot"]
-    k = 0
-    for segment, kernel in segments:
-        new_code.extend(code[k : segment.a])
+    lowered = 0
+    for kind, ks in steps:
+        if kind == "numpy":
+            new_code.append(code[ks])
+            continue
+        segment, kernel = kernels[ks[0]]
         args = tuple(slot(s) for s in segment.ins if template[s] is None)
         new_code.append((ops["general"], kernel, args, {}, tuple(segment.outs)))
-        new_code.extend(code[g] for g in segment.guards)
-        k = segment.b
-    new_code.extend(code[k:])
-    lowered = sum(
-        1 for seg, _ in segments for k in range(seg.a, seg.b) if code[k][0] != ops["guard"]
-    )
+        lowered += len(ks)
     summary = {
-        "kernels": len(segments),
+        "kernels": sum(1 for kind, _ in steps if kind == "kernel"),
         "lowered": lowered,
         "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
-        "failures": failures[:8],
+        "failures": sorted({why.split(":")[0] for why in failures}),
+        "trace_seconds": probed,
+        "seconds": time.perf_counter() - began,
     }
     return new_code, summary
