@@ -150,7 +150,15 @@ class Program:
             if kernels is None:
                 return self._first_compiled_run(arrays)
             if kernels is not False:
-                return _emit(kernels(*arrays), self.copies)
+                try:
+                    return _emit(kernels(*arrays), self.copies)
+                except GuardFailure:
+                    raise
+                except Exception:  # noqa: BLE001
+                    # A NumPy call ahead of a guard (the kernels reorder them) failed on
+                    # the values of another path: the instructions in their own order
+                    # raise the GuardFailure, or the error, as uncompiled.
+                    return self.interpret(arrays)
         if self.compiled is not None:
             return _emit(self.compiled(*arrays), self.copies)
         self.runs += 1

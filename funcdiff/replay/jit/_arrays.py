@@ -119,6 +119,17 @@ def _ufunc(ufunc: Any, inputs: tuple, kwargs: dict) -> Any:
     jax_func = _namesake(ufunc)
     if jax_func is None:
         raise Unsupported(f"ufunc {ufunc.__name__}")
+    if ufunc is np.power and not kwargs and len(inputs) == 2:
+        exponent = inputs[1]
+        if isinstance(exponent, (int, float, np.integer, np.floating)) and not isinstance(
+            exponent, bool
+        ):
+            e = float(exponent)
+            if e == int(e) and abs(e) <= 4 and type(inputs[0]) is Traced:
+                # x ** 2.0 as x * x (NumPy's own fast path), not XLA's general pow.
+                from jax import lax
+
+                return Traced(lax.integer_pow(inputs[0].a, int(e)))
     if kwargs:
         kwargs = _keywords(ufunc, jax_func, kwargs)
     return wrap(jax_func(*unwrap(inputs), **unwrap(kwargs)))

@@ -45,7 +45,8 @@ FOLD_SIZE = 64
 #: emitters: its fusion emitters make loops that are faster to run, but they compile
 #: a kernel of many small differently shaped loops 3-5x slower (seconds per kernel).
 MANY_SHAPES = 24
-MANY_SHAPES_OPTIONS = {
+MANY_SHAPES_OPTIONS: dict[str, Any] = {
+    "xla_backend_optimization_level": 0,
     "xla_cpu_use_fusion_emitters": False,
     "xla_cpu_enable_concurrency_optimized_scheduler": False,
 }
@@ -87,7 +88,21 @@ def _fill(template: Any, env: dict, slot_type: Any) -> Any:
         return Traced(env[template.index])
     if type(template) in (list, tuple):
         return type(template)(_fill(t, env, slot_type) for t in template)
+    if type(template) is np.ndarray and template.size > FOLD_SIZE and _uniform(template):
+        # ``100 * ones(n)`` made while recording: a broadcast value for XLA, not n
+        # numbers of the kernel to read.
+        import jax.numpy as jnp
+
+        return Traced(jnp.full(template.shape, template.flat[0], template.dtype))
     return template
+
+
+def _uniform(a: np.ndarray) -> bool:
+    """Whether every element of a float or boolean array is the same (not NaN)."""
+    if a.dtype.kind not in "fb":
+        return False
+    first = a.flat[0]
+    return bool(first == first and (a == first).all())
 
 
 class _Program:
@@ -152,16 +167,20 @@ def _candidates(code: list, prog: _Program, specs: list, template: list) -> list
     return out
 
 
-def _schedule(prog: _Program, flags: list[bool], produced_by: dict[int, int]) -> list:
+def _schedule(
+    prog: _Program, flags: list[bool], guard: list[bool], start: int, produced_by: dict[int, int]
+) -> list:
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
-    NumPy instructions (and guards) keep their order; each kernel holds every
-    candidate whose inputs are ready when it starts.
+    NumPy instructions keep their order; each kernel holds every candidate whose
+    inputs are ready when it starts. A guard after ``start`` (where nothing writes in
+    place any more) runs as soon as its value is ready, so that guards do not chain the
+    kernels of independent parts; one before keeps its place among the NumPy calls.
     """
     n = len(flags)
-    done = [False] * n
     ready_slot: set[int] = set()
-    numpy_items = [k for k in range(n) if not flags[k]]
+    numpy_items = [k for k in range(n) if not flags[k] and not (guard[k] and k >= start)]
+    waiting = [k for k in range(start, n) if guard[k]]
     candidates = [k for k in range(n) if flags[k]]
     steps: list = []
     cursor = 0
@@ -170,16 +189,24 @@ def _schedule(prog: _Program, flags: list[bool], produced_by: dict[int, int]) ->
         return all(s in ready_slot or s not in produced_by for s in prog.reads[k])
 
     def finish(k: int) -> None:
-        done[k] = True
         call = prog.calls[k]
         if call is not None:
             ready_slot.update(call[3])
 
+    def guards() -> None:
+        nonlocal waiting
+        for k in waiting:
+            if ready(k):
+                steps.append(("numpy", k))
+        waiting = [k for k in waiting if not ready(k)]
+
+    guards()
     while cursor < len(numpy_items) or candidates:
         while cursor < len(numpy_items) and ready(numpy_items[cursor]):
             steps.append(("numpy", numpy_items[cursor]))
             finish(numpy_items[cursor])
             cursor += 1
+            guards()
         kernel: list[int] = []
         rest: list[int] = []
         for k in candidates:  # program order: a candidate's producers come first
@@ -191,19 +218,65 @@ def _schedule(prog: _Program, flags: list[bool], produced_by: dict[int, int]) ->
         candidates = rest
         if kernel:
             steps.append(("kernel", kernel))
+            guards()
         elif cursor < len(numpy_items) and not ready(numpy_items[cursor]):
             raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
+    steps.extend(("numpy", k) for k in waiting)  # (none: every value is ready by now)
     return steps
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
-    """:func:`funcdiff.rules.indexing.index_add` with a constant index, in JAX."""
+    """:func:`funcdiff.rules.indexing.index_add` with a constant index, in JAX: zeros
+    padded around the values for a basic index (XLA fuses a pad; its scatter is a
+    serial loop), a scatter-add for any other."""
     import jax.numpy as jnp
+    from jax import lax
 
     values = unwrap(values)
     indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
     extra = tuple(values.shape[indexed_ndim:])
-    return jnp.zeros(tuple(shape) + extra, dtype=values.dtype).at[index].add(values)
+    padding = _padding(index, tuple(shape)) if type(index) is tuple else None
+    if padding is None:
+        return jnp.zeros(tuple(shape) + extra, dtype=values.dtype).at[index].add(values)
+    widths, reverse, expand = padding
+    if expand:
+        values = jnp.expand_dims(values, expand)
+    if reverse:
+        values = jnp.flip(values, reverse)
+    widths = widths + [(0, 0, 0)] * len(extra)
+    return lax.pad(values, jnp.zeros((), dtype=values.dtype), widths)
+
+
+def _padding(index: tuple, shape: tuple) -> tuple | None:
+    """For a basic index of ints and slices: the ``lax.pad`` widths placing the
+    selected values in zeros of ``shape``, the axes to flip first (negative steps) and
+    those to insert (ints); None for any other index or an empty selection."""
+    if len(index) > len(shape):
+        return None
+    widths: list[tuple[int, int, int]] = []
+    reverse: list[int] = []
+    expand: list[int] = []
+    for axis, dim in enumerate(shape):
+        item = index[axis] if axis < len(index) else slice(None)
+        if type(item) is slice:
+            start, stop, step = item.indices(dim)
+            count = len(range(start, stop, step))
+            if count == 0:
+                return None
+            low = start if step > 0 else start + (count - 1) * step
+            if step < 0:
+                reverse.append(axis)
+            interior = abs(step) - 1
+            widths.append((low, dim - low - (count - 1) * abs(step) - 1, interior))
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            i = int(item) + dim if item < 0 else int(item)
+            if not 0 <= i < dim:
+                return None
+            expand.append(axis)
+            widths.append((i, dim - i - 1, 0))
+        else:
+            return None
+    return widths, tuple(reverse), tuple(expand)
 
 
 class _Segment:
@@ -315,26 +388,21 @@ class _Segment:
         compiled = traced.lower().compile(compiler_options=options)
         constants = [(i, template[s]) for i, s in enumerate(self.ins) if template[s] is not None]
         fixed = {i: jax.device_put(value) for i, value in constants}
-        order = list(range(len(self.ins)))
-        asarray = np.asarray
+        free = [i for i in range(len(self.ins)) if i not in fixed]
+        count = len(self.ins)
+        # An ndarray argument is handed over with device_put: jit's own conversion of
+        # one copies it synchronously, 4x slower for large arrays.
+        put, asarray = jax.device_put, np.asarray
 
-        if not fixed:
-
-            def run(*arrays: Any) -> tuple:
-                return tuple(asarray(o) for o in compiled(*arrays))
-
-            return run
-        free = [i for i in order if i not in fixed]
-
-        def run_fixed(*arrays: Any) -> tuple:
-            full = [None] * len(order)
+        def run(*arrays: Any) -> tuple:
+            full: list[Any] = [None] * count
             for i, value in fixed.items():
                 full[i] = value
             for i, value in zip(free, arrays):
-                full[i] = value
+                full[i] = put(value)
             return tuple(asarray(o) for o in compiled(*full))
 
-        return run_fixed
+        return run
 
 
 def _arrays(result: Any) -> list:
@@ -358,6 +426,8 @@ def lower(
     """
     prog = _Program(code, ops)
     flags = _candidates(code, prog, specs, template)
+    barriers = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
+    barrier = barriers[-1] + 1 if barriers else 0
     guard = [ins[0] == ops["guard"] for ins in code]
     flags = [f and not g for f, g in zip(flags, guard)]
     produced_by: dict[int, int] = {}
@@ -391,7 +461,7 @@ def lower(
                 flags[k] = False
                 failures.append(why)
         for _ in range(MAX_RETRIES):
-            steps = _schedule(prog, flags, produced_by)
+            steps = _schedule(prog, flags, guard, barrier, produced_by)
             small = [
                 k for kind, ks in steps if kind == "kernel" and len(ks) < MIN_SEGMENT for k in ks
             ]
