@@ -38,6 +38,11 @@ __all__ = ["lower", "x64"]
 #: Values a segment computes with; anything else stays NumPy (its promotion rules and
 #: integer semantics differ from JAX's).
 DTYPES = frozenset({np.dtype(np.float64), np.dtype(np.bool_)})
+#: Products NumPy hands to BLAS (multithreaded, tuned): single-threaded XLA loops are
+#: slower, and the matrix would be read anew in the kernel's layout.
+BLAS_PRODUCTS = frozenset(
+    {"matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "matvec", "vecmat", "kron"}
+)
 #: Constant arrays up to this size are folded into the kernel; larger ones are
 #: arguments, converted once.
 FOLD_SIZE = 64
@@ -161,6 +166,8 @@ def _candidates(code: list, prog: _Program, specs: list, template: list) -> list
         fn, _, _, outs = call
         if isinstance(fn, np.ufunc) and getattr(np, fn.__name__, None) is not fn:
             continue  # a SciPy ufunc: no JAX namesake
+        if getattr(fn, "__name__", "").lstrip("_") in BLAS_PRODUCTS:
+            continue
         slots = list(outs) + prog.reads[k]
         if all(specs[s] is not None and specs[s][1] in DTYPES for s in slots):
             out[k] = True
