@@ -115,10 +115,13 @@ def numba_lower(program: Any) -> tuple[Any, float, int]:
         kernel = numba.njit(cache=False, fastmath=False)(scope["k"])
         shape = specs[outs[0]][0]
 
-        def call(*arrays: Any, kernel: Any = kernel, n: int = len(outs)) -> tuple:
+        flat = [np.ascontiguousarray(c, dtype=float).reshape(-1) for c in consts]
+
+        def call(*arrays: Any, kernel: Any = kernel, n: int = len(outs), cs: Any = flat) -> tuple:
             results = tuple(np.empty(shape) for _ in range(n))
             kernel(
                 *(np.ascontiguousarray(a).reshape(-1) for a in arrays),
+                *cs,
                 *(r.reshape(-1) for r in results),
             )
             return results
