@@ -185,14 +185,21 @@ class _GcClock:
 
 
 def parse_arguments(
-    prog: str, description: str | None, quick: str, argv: list[str] | None
+    prog: str,
+    description: str | None,
+    quick: str,
+    argv: list[str] | None,
+    flags: dict[str, str] | None = None,
 ) -> argparse.Namespace:
     """The options every benchmark script takes: ``--quick`` (described by ``quick``),
-    ``--rounds N`` and ``--json PATH``."""
+    ``--rounds N`` and ``--json PATH``, plus the script's own switches ``flags``
+    (``{"--no-compile": "help text"}``)."""
     parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{prog}", description=description)
     parser.add_argument("--quick", action="store_true", help=quick)
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--json", default=None, help="where to write results")
+    for flag, help_text in (flags or {}).items():
+        parser.add_argument(flag, action="store_true", help=help_text)
     return parser.parse_args(argv)
 
 

@@ -5,12 +5,18 @@
 Rows (every answer is checked against eager funcdiff before it is timed):
 
 * R1 B5, value and gradient through 1000 elementwise ops on size-10 arrays;
+* R2 B4, one Hessian-vector product of Rosenbrock, n = 1e6 (``replay.hvp``);
 * R3 B7, the full Jacobian of a 3-input, 2-output function of size-5 vectors;
 * R4 B3, the Hessian of Rosenbrock, n = 100;
 * R5 B1, value and gradient of ``sum(tanh(W @ x + b) ** 2)``, W 2000 x 2000;
 * R6 the RK4 sensitivity example of ``notebooks/04_ode_sensitivities.ipynb``
   (the Jacobian of 400 RK4 steps with respect to 4 parameters);
 * R7 the cost of recording (first call, validation included) against one eager call.
+
+With the ``funcdiff[jit]`` extra installed, a ``compiled`` column times the same
+replayed derivative with ``compile=True`` (the program lowered to XLA kernels,
+:mod:`funcdiff.replay.jit`), and ``compile_s`` is its first call (record, validate,
+lower and compile) in seconds.
 
 Times are medians over interleaved rounds; the table shows ratios measured in the same
 round (to the NumPy forward of the same function, and eager / replayed).
@@ -35,6 +41,7 @@ def _problems(np: Any) -> list[dict]:
     import funcdiff as fd
     import funcdiff.replay as replay
     from benchmarks.problems import three_two, tiny_chain
+    from funcdiff import functional
     from funcdiff.functional import hessian, jacobian
 
     rng = np.random.default_rng(0)
@@ -55,9 +62,29 @@ def _problems(np: Any) -> list[dict]:
             what="B5: value+grad, 1000 tiny ops",
             numpy=lambda: f5(x),
             eager=lambda: eager_vg(f5, x),
-            replay=replay.value_and_grad(f5),
+            make=lambda compile: replay.value_and_grad(f5, compile=compile),
             args=(x,),
             jax=("vg", "tiny_chain", (x,), {"c": c, "d": d}),
+        )
+    )
+
+    def rosen4(v):
+        return np.sum(100.0 * (v[1:] - v[:-1] ** 2.0) ** 2.0 + (1 - v[:-1]) ** 2.0)
+
+    x4, v4 = rng.uniform(-2.0, 2.0, 1_000_000), rng.standard_normal(1_000_000)
+
+    def eager_hvp():
+        return functional.hvp(rosen4, fd.tensor(x4), fd.tensor(v4))
+
+    rows.append(
+        dict(
+            id="R2",
+            what="B4: one hvp of Rosenbrock, n=1e6",
+            numpy=lambda: rosen4(x4),
+            eager=eager_hvp,
+            make=lambda compile: replay.hvp(rosen4, compile=compile),
+            args=(x4, v4),
+            jax=("hvp", "rosen", (x4, v4), {}),
         )
     )
 
@@ -69,7 +96,7 @@ def _problems(np: Any) -> list[dict]:
             what="B7: full Jacobian, 3 inputs x 2 outputs",
             numpy=lambda: f7(*xs3),
             eager=lambda: jacobian(f7, tuple(fd.tensor(v) for v in xs3), vectorize=True),
-            replay=replay.jacobian(f7, argnums=(0, 1, 2)),
+            make=lambda compile: replay.jacobian(f7, argnums=(0, 1, 2), compile=compile),
             args=xs3,
             jax=("jac3", "three_two", xs3, {}),
         )
@@ -85,7 +112,7 @@ def _problems(np: Any) -> list[dict]:
             what="B3: Hessian of Rosenbrock, n=100",
             numpy=lambda: rosen(xr),
             eager=lambda: hessian(rosen, fd.tensor(xr), vectorize=True),
-            replay=replay.hessian(rosen),
+            make=lambda compile: replay.hessian(rosen, compile=compile),
             args=(xr,),
             jax=("hess", "rosen", (xr,), {}),
         )
@@ -105,7 +132,7 @@ def _problems(np: Any) -> list[dict]:
             what="B1: value+grad, W 2000x2000 (NumPy-bound)",
             numpy=lambda: f1(x1),
             eager=lambda: eager_vg(f1, x1),
-            replay=replay.value_and_grad(f1),
+            make=lambda compile: replay.value_and_grad(f1, compile=compile),
             args=(x1,),
         )
     )
@@ -138,7 +165,7 @@ def _problems(np: Any) -> list[dict]:
             what="RK4 sensitivities (notebook 04), dtraj/dp",
             numpy=lambda: simulate(p0),
             eager=lambda: jacobian(simulate, fd.tensor(p0), vectorize=True),
-            replay=replay.jacobian(simulate),
+            make=lambda compile: replay.jacobian(simulate, compile=compile),
             args=(p0,),
         )
     )
@@ -174,6 +201,12 @@ def _jax_cell(spec: Any) -> Any:
 
     if kind == "vg":
         g = jax.jit(jax.value_and_grad(f))
+    elif kind == "hvp":
+
+        def hv(v, t):
+            return jax.jvp(jax.grad(f), (v,), (t,))
+
+        g = jax.jit(hv)
     elif kind == "jac3":
         g = jax.jit(jax.jacrev(f, argnums=(0, 1, 2)))
     else:
@@ -188,7 +221,13 @@ def _jax_cell(spec: Any) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_arguments("replay", __doc__, "short budgets (under a minute)", argv)
+    args = parse_arguments(
+        "replay",
+        __doc__,
+        "short budgets (under a minute)",
+        argv,
+        {"--no-compile": "leave out the compiled column"},
+    )
     _env.prepare()
     import numpy as np
 
@@ -197,11 +236,19 @@ def main(argv: list[str] | None = None) -> int:
     budget = QUICK if args.quick else FULL
     rounds = args.rounds or (1 if args.quick else 3)
     results = []
+    from funcdiff.replay import jit
+
     for row in _problems(np):
-        replayed, call_args = row["replay"], row["args"]
+        replayed, call_args = row["make"](False), row["args"]
         start = time.perf_counter()
         first = replayed(*call_args)
         trace = time.perf_counter() - start
+        compiled = None
+        if jit.available() and not args.no_compile:
+            compiled = row["make"](True)
+            start = time.perf_counter()
+            compiled(*call_args)
+            compile_s = time.perf_counter() - start
         start = time.perf_counter()
         row["eager"]()
         eager_once = time.perf_counter() - start
@@ -211,12 +258,20 @@ def main(argv: list[str] | None = None) -> int:
             np.allclose(g, e, rtol=1e-10, atol=1e-12 * max(1.0, np.abs(e).max(initial=0)))
             for g, e in zip(got, expected)
         )
+        if compiled is not None:
+            got = _as_arrays(compiled(*call_args))
+            ok = ok and all(
+                np.abs(g - e).max(initial=0) <= 1e-12 * max(np.abs(e).max(initial=0), 1e-300)
+                for g, e in zip(got, expected)
+            )
         del first
         cells = {
             "numpy": row["numpy"],
             "eager": row["eager"],
             "replay": lambda r=replayed, a=call_args: r(*a),
         }
+        if compiled is not None:
+            cells["compiled"] = lambda r=compiled, a=call_args: r(*a)
         jax_call = _jax_cell(row["jax"]) if "jax" in row else None
         if jax_call is not None:
             cells["jax.jit"] = jax_call
@@ -239,12 +294,26 @@ def main(argv: list[str] | None = None) -> int:
             entry["replay_over_jax_jit"] = statistics.median(
                 r / j for r, j in zip(per["replay"], per["jax.jit"])
             )
+        if compiled is not None:
+            entry["compile_s"] = compile_s
+            info = [p.info["jit"] for ps in compiled._cache.values() for p in ps]
+            entry["jit"] = info[0] if info else None
+            if "jax.jit" in per:
+                entry["compiled_over_jax_jit"] = statistics.median(
+                    c / j for c, j in zip(per["compiled"], per["jax.jit"])
+                )
         results.append(entry)
         print(
             f"{row['id']:3} {row['what']:44} {'ok' if ok else 'WRONG':5} "
             + "  ".join(f"{k} {v:7.2f}x" for k, v in ratio.items())
             + f"  eager/replay {eager_over_replay:5.2f}"
             + (f"  replay/jax.jit {entry['replay_over_jax_jit']:5.2f}" if "jax.jit" in per else "")
+            + (
+                f"  compiled/jax.jit {entry['compiled_over_jax_jit']:5.2f}"
+                if "compiled_over_jax_jit" in entry
+                else ""
+            )
+            + (f"  compile {entry['compile_s']:5.2f}s" if "compile_s" in entry else "")
             + f"  trace/eager {entry['trace_over_eager']:5.1f}",
             flush=True,
         )

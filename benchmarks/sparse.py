@@ -121,7 +121,8 @@ def check_cell(cell: Any, p: Any) -> dict:
         return row  # its product is checked by the call cells
     got = _as_matrix(cell.check_as(out) if cell.check_as else out)
     row["result_type"] = f"{type(out).__module__}.{type(out).__name__}"
-    if cell.column in ("funcdiff sparse", "funcdiff one-shot") and not sp.issparse(got):
+    funcdiff_columns = ("funcdiff sparse", "funcdiff compiled", "funcdiff one-shot")
+    if cell.column in funcdiff_columns and not sp.issparse(got):
         row.update(
             status="FAILED", error=f"returned {row['result_type']}, not a SciPy sparse matrix"
         )
@@ -190,6 +191,11 @@ def summarise(problems: list[Any], rows: list[dict], best: dict) -> list[dict]:
         fd_call = ratio("funcdiff sparse")
         s["funcdiff_over_peer"] = {
             c: (fd_call / ratio(c) if fd_call and ratio(c) else None) for c in PEER_COLUMNS
+        }
+        compiled_call = ratio("funcdiff compiled")
+        s["compiled_over_peer"] = {
+            c: (compiled_call / ratio(c) if compiled_call and ratio(c) else None)
+            for c in PEER_COLUMNS
         }
         fd_prep = ratio("funcdiff prepare")
         s["funcdiff_prepare_over"] = {
@@ -288,6 +294,11 @@ def print_tables(summary: list[dict], rows: list[dict], best: dict, verbose: boo
         "funcdiff sparse call / peer call (below 1: funcdiff is faster)",
         ["problem", *(f"/ {c}" for c in PEER_COLUMNS)],
         [[s["problem"], *(fmt(s["funcdiff_over_peer"][c]) for c in PEER_COLUMNS)] for s in summary],
+    )
+    table(
+        "funcdiff compiled call (compile=True) / peer call (below 1: funcdiff is faster)",
+        ["problem", *(f"/ {c}" for c in PEER_COLUMNS)],
+        [[s["problem"], *(fmt(s["compiled_over_peer"][c]) for c in PEER_COLUMNS)] for s in summary],
     )
 
     def colours(s: dict, name: str) -> str:

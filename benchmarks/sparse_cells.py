@@ -32,6 +32,7 @@ CALL_COLUMNS = (
     "asdex",
     "casadi",
     "funcdiff sparse",
+    "funcdiff compiled",
     "funcdiff one-shot",
 )
 PREPARE_COLUMNS = ("scipy colouring", "asdex prepare", "casadi build", "funcdiff prepare")
@@ -234,18 +235,38 @@ def funcdiff_cells(p: SP.SparseProblem, libs: Libraries) -> list[Cell]:
         Cell("funcdiff one-shot", f"funcdiff.sparse.{what}(f, x)", "call", lambda: oneshot(f, x)),
     ]
     try:
-        replayed = prepare(f, x0, replay=True)
+        replayed = prepare(f, x0, replay=True, compile=False)
         for _ in range(4):  # record the program, then compile it (see funcdiff.replay)
             replayed(x)
-    except TypeError:  # a funcdiff without replay=
+    except TypeError:  # a funcdiff without replay= or compile=
         return cells
     cells.append(
         Cell(
             "funcdiff sparse",
-            f"prepare_{what}(f, x0, replay=True)(x)",
+            f"prepare_{what}(f, x0, replay=True, compile=False)(x)",
             "call",
             lambda: replayed(x),
             info=info,
+        )
+    )
+    from funcdiff.replay import jit
+
+    if not jit.available():
+        return cells + skipped(("funcdiff compiled",), "call", "the funcdiff[jit] extra is missing")
+    start = time.perf_counter()
+    compiled = prepare(f, x0, replay=True, compile=True)
+    for _ in range(2):  # the second call records and compiles the program
+        compiled(x)
+    first = time.perf_counter() - start
+    programs = [q for q in compiled._programs.values() if q is not None]
+    jit_info = programs[0].info["jit"] if programs else None
+    cells.append(
+        Cell(
+            "funcdiff compiled",
+            f"prepare_{what}(f, x0, replay=True, compile=True)(x)",
+            "call",
+            lambda: compiled(x),
+            info={**info, "compile_first_calls_s": first, "jit": jit_info},
         )
     )
     return cells

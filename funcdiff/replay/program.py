@@ -34,6 +34,7 @@ import numpy as np
 
 from funcdiff._core import grad_mode, tracing
 from funcdiff._core.backends import as_array, copy_array, is_foreign
+from funcdiff.replay import jit
 from funcdiff.replay._codegen import compile_program
 from funcdiff.replay._tracer import (
     CALL,
@@ -108,7 +109,14 @@ class Program:
     """A recorded computation, replayable on new input arrays of the same signature."""
 
     def __init__(
-        self, template: list, inputs: tuple, code: list, outputs: Any, n_recorded: int
+        self,
+        template: list,
+        inputs: tuple,
+        code: list,
+        outputs: Any,
+        n_recorded: int,
+        specs: list | None = None,
+        compile: bool | str = False,
     ) -> None:
         self.template = template
         self.inputs = inputs
@@ -117,11 +125,18 @@ class Program:
         self.copies = _copies(outputs, template, set(inputs))
         self.compiled: Any = None
         self.runs = 0
-        self.info = {
+        # Each used slot's recorded (shape, dtype), for the compiled backend.
+        self.specs = specs
+        self.compile_mode = jit.check_compile(compile) if specs is not None else False
+        # The XLA-compiled form (funcdiff.replay.jit): None until the first run, then a
+        # function or False. Rebuilt lazily, never stored with the program.
+        self.kernels: Any = None
+        self.info: dict[str, Any] = {
             "instructions": len(code),
             "recorded": n_recorded,
             "guards": sum(1 for c in code if c[0] == _GUARD),
             "compiled": False,
+            "jit": None,
         }
 
     def run(self, arrays: Sequence[np.ndarray]) -> Any:
@@ -129,8 +144,24 @@ class Program:
 
         The first runs interpret the instructions; a program that is replayed again is
         compiled to straight-line Python (see :mod:`funcdiff.replay._codegen`), which
-        pays for itself within a few calls.
+        pays for itself within a few calls. With ``compile`` set, the first run lowers
+        the program to XLA kernels (:mod:`funcdiff.replay.jit`) and checks them against
+        the NumPy calls.
         """
+        if self.compile_mode is not False:
+            kernels = self.kernels
+            if kernels is None:
+                return self._first_compiled_run(arrays)
+            if kernels is not False:
+                try:
+                    return _emit(kernels(*arrays), self.copies)
+                except GuardFailure:
+                    raise
+                except Exception:  # noqa: BLE001
+                    # A NumPy call ahead of a guard (the kernels reorder them) failed on
+                    # the values of another path: the instructions in their own order
+                    # raise the GuardFailure, or the error, as uncompiled.
+                    return self.interpret(arrays)
         if self.compiled is not None:
             return _emit(self.compiled(*arrays), self.copies)
         self.runs += 1
@@ -143,6 +174,38 @@ class Program:
                 return _emit(self.compiled(*arrays), self.copies)
             self.runs = -(1 << 62)  # too long to compile: interpret from now on
         return self.interpret(arrays)
+
+    def _first_compiled_run(self, arrays: Sequence[np.ndarray]) -> Any:
+        """Lower the program, run it both ways, and keep the kernels if they agree."""
+        # Off the path here (GuardFailure): nothing is compiled until a run on it.
+        expected = self.interpret(arrays)
+        self.kernels = False
+        lowered = jit.lower(
+            self.code,
+            self.inputs,
+            self.template,
+            _flat(self.outputs),
+            self.specs or [],
+            _OPCODES,
+            self.compile_mode,
+        )
+        if lowered is None:
+            return expected
+        code, summary = lowered
+        fn = compile_program(code, self.inputs, self.template, self.outputs, _OPCODES)
+        if fn is None:
+            return expected
+        kernels = jit.runner(fn)
+        try:
+            got = _emit(kernels(*arrays), self.copies)
+        except GuardFailure:
+            got = None
+        if got is not None and jit.agree(got, expected):
+            self.kernels = kernels
+            self.info["jit"] = summary
+        else:
+            self.info["jit"] = {**summary, "kernels": 0, "disagreed": True}
+        return expected
 
     def interpret(self, arrays: Sequence[np.ndarray]) -> Any:
         """:meth:`run` by the instruction loop (for programs too long to compile)."""
@@ -212,6 +275,20 @@ def _emit(values: Any, copies: Any) -> Any:
     return tuple(_emit(v, c) for v, c in zip(values, copies))
 
 
+def _flat(structure: Any) -> list[int]:
+    if structure is None:
+        return []
+    if isinstance(structure, int):
+        return [structure]
+    return [s for item in structure for s in _flat(item)]
+
+
+def _spec(value: Any) -> tuple | None:
+    if isinstance(value, (np.ndarray, np.generic)):
+        return (tuple(value.shape), value.dtype)
+    return None
+
+
 def _copies(structure: Any, template: list, inputs: set) -> Any:
     if structure is None:
         return None
@@ -234,8 +311,12 @@ def recording(graph_free: bool = False) -> Iterator[ReplayTracer]:
         yield tracer
 
 
-def build(tracer: ReplayTracer, outputs: Any) -> Program:
-    """The program computing ``outputs`` (a nested structure of slot indices)."""
+def build(tracer: ReplayTracer, outputs: Any, compile: bool | str = False) -> Program:
+    """The program computing ``outputs`` (a nested structure of slot indices).
+
+    ``compile`` (``False``, ``True`` or ``"auto"``, resolved by
+    :func:`funcdiff.replay.jit.resolve`) lowers it to XLA kernels at its first run.
+    """
     needed: set[int] = set()
 
     def want(structure: Any) -> None:
@@ -279,7 +360,10 @@ def build(tracer: ReplayTracer, outputs: Any) -> Program:
         if tracer.kind[slot] == "const":
             template[slot] = tracer.values[slot]
     code = [_lower(ins, tracer) for ins in kept]
-    return Program(template, tuple(tracer.inputs), code, outputs, len(tracer.code))
+    specs = None
+    if compile is not False:
+        specs = [_spec(value) for value in tracer.values]
+    return Program(template, tuple(tracer.inputs), code, outputs, len(tracer.code), specs, compile)
 
 
 def _lower(ins: tuple, tracer: ReplayTracer) -> tuple:
@@ -329,4 +413,6 @@ _OPCODES = {
     "copy": _COPY,
     "unpack": _unpack,
     "guard_check": _guard,
+    "slot": Slot,
+    "inplace_kinds": (_COPY_INTO, _SET_ITEM, _INPLACE),
 }

@@ -151,6 +151,7 @@ def prepare_jacobian(
     on_guard_failure: str = "redetect",
     max_patterns: int = 8,
     replay: bool = False,
+    compile: bool | str = False,
 ) -> SparseJacobian:
     """Detect and colour the Jacobian's pattern once, for evaluation at many points.
 
@@ -183,6 +184,10 @@ def prepare_jacobian(
         first evaluation) and replay them as plain NumPy calls at later points
         (:mod:`funcdiff.replay`): the same values, without the cost of recording a graph.
         A point where ``f`` branches differently runs eagerly, as without replay.
+    compile : {False, True, "auto"}, default False
+        With ``replay=True``: lower the recorded program to XLA kernels through JAX
+        (:mod:`funcdiff.replay.jit`; ``True`` needs the extra ``funcdiff[jit]``,
+        ``"auto"`` compiles when it is installed and the program is large enough).
 
     Returns
     -------
@@ -215,6 +220,7 @@ def prepare_jacobian(
         on_guard_failure=on_guard_failure,
         max_patterns=max_patterns,
         replay=replay,
+        compile=compile,
     )
 
 
@@ -228,6 +234,7 @@ def prepare_hessian(
     on_guard_failure: str = "redetect",
     max_patterns: int = 8,
     replay: bool = False,
+    compile: bool | str = False,
 ) -> SparseHessian:
     """Detect and colour a scalar function's Hessian pattern once, for many points.
 
@@ -265,6 +272,7 @@ def prepare_hessian(
         on_guard_failure=on_guard_failure,
         max_patterns=max_patterns,
         replay=replay,
+        compile=compile,
     )
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Coloring", "color_hessian", "color_jacobian", "decompress", "verify"]
+__all__ = ["Coloring", "Decompressor", "color_hessian", "color_jacobian", "decompress", "verify"]
 
 _KINDS = ("column", "row", "star", "dense")
 _JACOBIAN_MODES = ("auto", "forward", "reverse")
@@ -650,23 +650,63 @@ def decompress(coloring: Coloring, pattern: Any, compressed: Any) -> sp.csr_arra
            [1., 3., 4.],
            [0., 4., 5.]])
     """
-    if not isinstance(coloring, Coloring):
-        raise TypeError(f"coloring must be a Coloring, got {type(coloring).__name__}")
-    csr = _as_pattern(pattern)
-    m, n = csr.shape
-    if coloring.gather.shape != (csr.nnz,):
-        raise ValueError(
-            f"pattern has {csr.nnz} stored entries but coloring was made for "
-            f"{coloring.gather.shape[0]}: colour this pattern"
+    return Decompressor(coloring, pattern)(compressed)
+
+
+class Decompressor:
+    """:func:`decompress` prepared for one colouring and pattern, for many calls.
+
+    The pattern is checked and made canonical once; each call gathers the compressed
+    values into the pattern's stored entries and returns a new ``csr_array`` with its
+    own copies of the indices (so a caller may change them).
+
+    Parameters
+    ----------
+    coloring : Coloring
+        As returned by :func:`color_jacobian` or :func:`color_hessian` for ``pattern``.
+    pattern : scipy.sparse array or array-like, shape (m, n)
+        The pattern that was coloured.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> H = sp.csr_array(np.array([[2.0, 1, 0], [1, 3, 4], [0, 4, 5]]))
+    >>> d = Decompressor(color_hessian(H != 0), H != 0)
+    >>> d((H @ d.coloring.seeds(3).T).T).toarray()[1]
+    array([1., 3., 4.])
+    """
+
+    def __init__(self, coloring: Coloring, pattern: Any) -> None:
+        if not isinstance(coloring, Coloring):
+            raise TypeError(f"coloring must be a Coloring, got {type(coloring).__name__}")
+        csr = _as_pattern(pattern)
+        m, n = csr.shape
+        if coloring.gather.shape != (csr.nnz,):
+            raise ValueError(
+                f"pattern has {csr.nnz} stored entries but coloring was made for "
+                f"{coloring.gather.shape[0]}: colour this pattern"
+            )
+        self.coloring = coloring
+        self.shape = csr.shape
+        self.expected = (coloring.ncolors, n if coloring.kind == "row" else m)
+        self._gather = np.ascontiguousarray(coloring.gather, dtype=np.intp)
+        self._indices = csr.indices.copy()
+        self._indptr = csr.indptr.copy()
+
+    def __call__(self, compressed: Any) -> sp.csr_array:
+        """The matrix from its compressed products (shape ``(ncolors, m)``, or
+        ``(ncolors, n)`` for a row colouring); float64, explicit zeros kept."""
+        if np.iscomplexobj(compressed):
+            raise TypeError("compressed must be real (float64)")
+        values = np.asarray(compressed, dtype=np.float64)
+        if values.shape != self.expected:
+            raise ValueError(f"compressed must have shape {self.expected}, got {values.shape}")
+        data = values.ravel().take(self._gather)
+        out = sp.csr_array(
+            (data, self._indices.copy(), self._indptr.copy()), shape=self.shape, copy=False
         )
-    if np.iscomplexobj(compressed):
-        raise TypeError("compressed must be real (float64)")
-    values = np.asarray(compressed, dtype=np.float64)
-    expected = (coloring.ncolors, n if coloring.kind == "row" else m)
-    if values.shape != expected:
-        raise ValueError(f"compressed must have shape {expected}, got {values.shape}")
-    data = values.ravel().take(coloring.gather)
-    return sp.csr_array((data, csr.indices.copy(), csr.indptr.copy()), shape=csr.shape)
+        out.has_sorted_indices = True  # canonical: the pattern was made so once
+        return out
 
 
 def verify(coloring: Coloring, pattern: Any) -> None:

@@ -23,8 +23,9 @@ from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import check_callable, check_choice, check_positive_int
 from funcdiff._jacobian import push_tangents
 from funcdiff.autograd.engine import grad
+from funcdiff.replay import jit
 from funcdiff.replay.program import GuardFailure, Program, build, recording
-from funcdiff.sparse._coloring import Coloring, color_hessian, color_jacobian, decompress
+from funcdiff.sparse._coloring import Coloring, Decompressor, color_hessian, color_jacobian
 from funcdiff.sparse._detect import GuardRecorder, run_traced, same_outcome
 
 __all__ = ["SparseJacobian", "SparseHessian", "SparsityGuardError", "SparsityError"]
@@ -130,7 +131,7 @@ class _Entry:
     detects again, like one that branches differently.
     """
 
-    __slots__ = ("guards", "args", "pattern", "coloring", "verified")
+    __slots__ = ("guards", "args", "pattern", "coloring", "verified", "_decompressor")
 
     def __init__(
         self, guards: list | None, args: tuple, pattern: sp.csr_array, coloring: Coloring
@@ -140,6 +141,14 @@ class _Entry:
         self.pattern = pattern
         self.coloring = coloring
         self.verified = False
+        self._decompressor: Decompressor | None = None
+
+    def decompress(self, compressed: np.ndarray) -> sp.csr_array:
+        """The matrix from its compressed products (the decompression is prepared
+        once per pattern, at its first use)."""
+        if self._decompressor is None:
+            self._decompressor = Decompressor(self.coloring, self.pattern)
+        return self._decompressor(compressed)
 
     def matches(self, outcomes: list, args: tuple) -> bool:
         if self.guards is None:
@@ -168,6 +177,7 @@ class _Prepared:
         on_guard_failure: str,
         max_patterns: int,
         replay: bool = False,
+        compile: bool | str = False,
     ) -> None:
         check_callable(f, "f")
         check_choice(on_guard_failure, "on_guard_failure", ("redetect", "raise"))
@@ -175,6 +185,7 @@ class _Prepared:
         refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", tuple(args))], f)
         self.f = f
         self.replay = bool(replay)
+        self.compile = jit.resolve(compile) if self.replay else jit.check_compile(compile)
         self._programs: dict[int, Program | None] = {}
         self.args = tuple(args)
         self.on_guard_failure = on_guard_failure
@@ -289,7 +300,8 @@ class _Prepared:
         if compressed is None:
             self._programs[id(entry)] = None
             return
-        program = build(tracer, (tracer.slot_of(out), tracer.slot_of(compressed)))
+        structure = (tracer.slot_of(out), tracer.slot_of(compressed))
+        program = build(tracer, structure, self.compile)
         try:
             _, replayed = program.run([x])
         except GuardFailure:
@@ -341,10 +353,11 @@ class SparseJacobian(_Prepared):
         on_guard_failure="redetect",
         max_patterns=8,
         replay=False,
+        compile=False,
     ) -> None:
         check_choice(mode, "mode", ("auto", "forward", "reverse"))
         self._mode_asked = mode
-        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay)
+        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay, compile)
 
     def _shape(self, out: Tensor) -> tuple[int, int]:
         return (int(out.data.size), int(np.prod(self.x_shape)))
@@ -377,7 +390,7 @@ class SparseJacobian(_Prepared):
         replayed = self._replayed(x, args) if self.replay else None
         if replayed is not None:
             value, compressed, entry = replayed
-            return value, decompress(entry.coloring, entry.pattern, compressed)
+            return value, entry.decompress(compressed)
         xt, out, outcomes = self._record(x, args)
         entry = self._entry_for(x, args, outcomes)
         self._entry = entry
@@ -388,7 +401,7 @@ class SparseJacobian(_Prepared):
                 f"{entry.pattern.shape[0]} where the derivative was prepared"
             )
         compressed = _compressed_jacobian(xt, out, entry.coloring)
-        jac = decompress(entry.coloring, entry.pattern, compressed)
+        jac = entry.decompress(compressed)
         if not entry.verified:
             _probe(xt, out, jac)
             entry.verified = True
@@ -486,10 +499,11 @@ class SparseHessian(_Prepared):
         on_guard_failure="redetect",
         max_patterns=8,
         replay=False,
+        compile=False,
     ) -> None:
         check_choice(coloring, "coloring", ("star", "column"))
         self._method = coloring
-        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay)
+        super().__init__(f, x, sparsity, args, on_guard_failure, max_patterns, replay, compile)
 
     def _shape(self, out: Tensor) -> tuple[int, int]:
         n = int(np.prod(self.x_shape))
@@ -532,7 +546,7 @@ class SparseHessian(_Prepared):
         replayed = self._replayed(x, args) if self.replay else None
         if replayed is not None:
             _, compressed, entry = replayed
-            return decompress(entry.coloring, entry.pattern, compressed)
+            return entry.decompress(compressed)
         xt, out, g, entry = self._gradient(x, args)
         n = int(xt.data.size)
         k = entry.coloring.ncolors
@@ -545,7 +559,7 @@ class SparseHessian(_Prepared):
         if self.replay and entry.verified:
             self._record_program(x, args, compressed)
         entry.verified = True
-        return decompress(entry.coloring, entry.pattern, compressed)
+        return entry.decompress(compressed)
 
     def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
         """Hessian-vector products of every colour, on Tensors (recorded, for replay)."""

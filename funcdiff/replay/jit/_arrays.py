@@ -1,0 +1,236 @@
+"""NumPy calls on traced JAX arrays: the lowering of one recorded instruction.
+
+A replayed instruction is a NumPy call (a ufunc, a function of NumPy's namespace, or a
+rule's own Python function made of such calls). Its JAX version is derived, not
+declared: the slot values are wrapped in :class:`Traced`, which answers NumPy's
+dispatch protocols (``__array_ufunc__``, ``__array_function__``, the operators and
+indexing) with the ``jax.numpy`` function of the same name. Anything without a
+namesake, a conversion to an ndarray or a Python value, an in-place write or a
+keyword the JAX function does not take raises :class:`Unsupported`, and the
+instruction stays a NumPy call.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Traced", "Unsupported", "call", "unwrap"]
+
+
+class Unsupported(Exception):
+    """This call has no JAX lowering; it stays a NumPy call."""
+
+
+def _jax_numpy() -> Any:
+    import jax.numpy as jnp
+
+    return jnp
+
+
+def _is_jax(value: Any) -> bool:
+    import jax
+
+    return isinstance(value, jax.Array)
+
+
+def wrap(value: Any) -> Any:
+    """JAX arrays (also inside tuples and lists) as :class:`Traced`."""
+    if type(value) in (tuple, list):
+        return type(value)(wrap(v) for v in value)
+    if _is_jax(value):
+        return Traced(value)
+    return value
+
+
+def unwrap(value: Any) -> Any:
+    """:class:`Traced` values (also inside tuples, lists, dicts) as JAX arrays."""
+    if type(value) is Traced:
+        return value.a
+    if type(value) in (tuple, list):
+        return type(value)(unwrap(v) for v in value)
+    if type(value) is dict:
+        return {k: unwrap(v) for k, v in value.items()}
+    return value
+
+
+@functools.cache
+def _namesake(func: Any) -> Any:
+    """The ``jax.numpy`` function of a NumPy function's name, or None."""
+    name = getattr(func, "__name__", None)
+    if name is None or getattr(np, name, None) is not func:
+        return None  # not NumPy's own (np.linalg, SciPy, a user's function)
+    return getattr(_jax_numpy(), name, None)
+
+
+_NO_DEFAULT = object()
+
+
+@functools.cache
+def _parameters(func: Any) -> tuple[frozenset[str] | None, dict[str, Any]]:
+    """The keyword names a function takes (None: any) and its keyword defaults."""
+    try:
+        sig = inspect.signature(func)
+    except (TypeError, ValueError):
+        return None, {}
+    names = set()
+    defaults = {}
+    for p in sig.parameters.values():
+        if p.kind == p.VAR_KEYWORD:
+            return None, {}
+        names.add(p.name)
+        defaults[p.name] = p.default if p.default is not p.empty else _NO_DEFAULT
+    return frozenset(names), defaults
+
+
+def _keywords(numpy_func: Any, jax_func: Any, kwargs: dict) -> dict:
+    """``kwargs`` for the JAX function: keywords it does not take are dropped when
+    they hold NumPy's default (``casting="same_kind"`` of ``concatenate``, say)."""
+    accepted, _ = _parameters(jax_func)
+    if accepted is None:
+        return kwargs
+    _, defaults = _parameters(numpy_func)
+    out = {}
+    for key, value in kwargs.items():
+        if key in accepted:
+            out[key] = value
+            continue
+        default = defaults.get(key, _NO_DEFAULT)
+        if value is None or (default is not _NO_DEFAULT and _same(value, default)):
+            continue
+        raise Unsupported(f"{getattr(numpy_func, '__name__', numpy_func)}({key}=...)")
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001  (an array compared with a default: not the same)
+        return False
+
+
+def _ufunc(ufunc: Any, inputs: tuple, kwargs: dict) -> Any:
+    if kwargs.get("out") is not None or kwargs.get("where", True) is not True:
+        raise Unsupported(f"{ufunc.__name__} with out= or where=")
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("out", "where")}
+    jax_func = _namesake(ufunc)
+    if jax_func is None:
+        raise Unsupported(f"ufunc {ufunc.__name__}")
+    if ufunc is np.power and not kwargs and len(inputs) == 2:
+        exponent = inputs[1]
+        if isinstance(exponent, (int, float, np.integer, np.floating)) and not isinstance(
+            exponent, bool
+        ):
+            e = float(exponent)
+            if e == int(e) and abs(e) <= 4 and type(inputs[0]) is Traced:
+                # x ** 2.0 as x * x (NumPy's own fast path), not XLA's general pow.
+                from jax import lax
+
+                return Traced(lax.integer_pow(inputs[0].a, int(e)))
+    if kwargs:
+        kwargs = _keywords(ufunc, jax_func, kwargs)
+    return wrap(jax_func(*unwrap(inputs), **unwrap(kwargs)))
+
+
+class Traced:
+    """A traced JAX array standing in for an ndarray inside a lowered NumPy call."""
+
+    __slots__ = ("a",)
+    __array_priority__ = 1000.0
+
+    def __init__(self, a: Any) -> None:
+        self.a = a
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        if method != "__call__":
+            raise Unsupported(f"{ufunc.__name__}.{method}")
+        return _ufunc(ufunc, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        jax_func = _namesake(func)
+        if jax_func is None:
+            raise Unsupported(f"{getattr(func, '__module__', '')}.{func.__name__}")
+        return wrap(jax_func(*unwrap(args), **_keywords(func, jax_func, unwrap(kwargs))))
+
+    def __array__(self, *args: Any, **kwargs: Any) -> Any:
+        raise Unsupported("conversion to an ndarray")
+
+    def __bool__(self) -> bool:
+        raise Unsupported("conversion to a Python value")
+
+    __float__ = __int__ = __index__ = __complex__ = __bool__
+
+    def __len__(self) -> int:
+        return len(self.a)
+
+    def __iter__(self) -> Any:
+        return (Traced(self.a[i]) for i in range(len(self.a)))
+
+    def __getitem__(self, index: Any) -> Any:
+        return wrap(self.a[unwrap(index)])
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        raise Unsupported("an in-place write")
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.a, name)
+        if callable(value):
+
+            def method(*args: Any, **kwargs: Any) -> Any:
+                return wrap(value(*unwrap(args), **unwrap(kwargs)))
+
+            return method
+        return wrap(value)
+
+
+def _unary(ufunc: Any) -> Any:
+    return lambda self: _ufunc(ufunc, (self,), {})
+
+
+def _binary(ufunc: Any, reflected: bool = False) -> Any:
+    if reflected:
+        return lambda self, other: _ufunc(ufunc, (other, self), {})
+    return lambda self, other: _ufunc(ufunc, (self, other), {})
+
+
+for _name, _uf in {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "truediv": np.true_divide,
+    "floordiv": np.floor_divide,
+    "mod": np.remainder,
+    "pow": np.power,
+    "matmul": np.matmul,
+    "and": np.bitwise_and,
+    "or": np.bitwise_or,
+    "xor": np.bitwise_xor,
+}.items():
+    setattr(Traced, f"__{_name}__", _binary(_uf))
+    setattr(Traced, f"__r{_name}__", _binary(_uf, reflected=True))
+for _name, _uf in {
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+}.items():
+    setattr(Traced, f"__{_name}__", _binary(_uf))
+for _name, _uf in {
+    "neg": np.negative,
+    "pos": np.positive,
+    "abs": np.absolute,
+    "invert": np.invert,
+}.items():
+    setattr(Traced, f"__{_name}__", _unary(_uf))
+Traced.__hash__ = None  # type: ignore[assignment]
+
+
+def call(fn: Any, args: tuple, kwargs: dict) -> Any:
+    """``fn(*args, **kwargs)`` with :class:`Traced` arguments, its arrays as JAX arrays."""
+    result = fn(*args, **kwargs)
+    return unwrap(result)

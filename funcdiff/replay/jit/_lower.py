@@ -1,0 +1,514 @@
+"""Lowering a recorded program's NumPy calls to XLA kernels through JAX.
+
+Every instruction JAX can run on float64 (or boolean) values is a *candidate*; one
+abstract trace of the whole program (a *probe*, nothing compiled) finds those whose
+``jax.numpy`` namesake refuses them or computes another shape or dtype. The rest stay
+the NumPy calls they were: guards, in-place writes (and everything before the last
+one, whose views must see it), functions without a JAX namesake, integer and complex
+values.
+
+The program is then *scheduled* in alternating phases: the NumPy instructions that
+can run, in their order, then one *kernel* holding every candidate whose inputs are
+ready (following the data, not the program order, so that a NumPy call in the middle
+of a program costs one more kernel, not a cut at every place it occurs). Each kernel is
+traced once into one ``jax.jit`` function of the values it reads and compiled by XLA,
+which fuses its elementwise operations, slices, concatenations and reductions into a
+few loops. Kernels are pure and their shapes fixed, so they may run before a guard
+that precedes them in the program: the guard still raises before any result is used,
+and NumPy instructions keep their order relative to every guard.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from funcdiff.replay.jit._arrays import Traced, Unsupported, unwrap
+from funcdiff.rules.indexing import index_add
+
+# The recorded function is the rule's own (the public name dispatches on Tensors).
+_INDEX_ADD = getattr(index_add, "__wrapped__", index_add)
+
+__all__ = ["lower", "x64"]
+
+#: Values a segment computes with; anything else stays NumPy (its promotion rules and
+#: integer semantics differ from JAX's).
+DTYPES = frozenset({np.dtype(np.float64), np.dtype(np.bool_)})
+#: Products NumPy hands to BLAS (multithreaded, tuned): single-threaded XLA loops are
+#: slower, and the matrix would be read anew in the kernel's layout.
+BLAS_PRODUCTS = frozenset(
+    {"matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "matvec", "vecmat", "kron"}
+)
+#: Constant arrays up to this size are folded into the kernel; larger ones are
+#: arguments, converted once.
+FOLD_SIZE = 64
+#: Kernels computing more distinct shapes than this compile with XLA's older loop
+#: emitters: its fusion emitters make loops that are faster to run, but they compile
+#: a kernel of many small differently shaped loops 3-5x slower (seconds per kernel).
+MANY_SHAPES = 24
+MANY_SHAPES_OPTIONS: dict[str, Any] = {
+    "xla_backend_optimization_level": 0,
+    "xla_cpu_use_fusion_emitters": False,
+    "xla_cpu_enable_concurrency_optimized_scheduler": False,
+}
+#: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
+MIN_SEGMENT = 2
+#: How many times the schedule may be redone (a kernel too small, or one that failed to
+#: trace after the probe found what JAX runs) before the program stays NumPy.
+MAX_RETRIES = 16
+
+
+class _Fail(Exception):
+    def __init__(self, position: int, why: str) -> None:
+        super().__init__(f"instruction {position}: {why}")
+        self.position = position
+        self.why = why
+
+
+@contextlib.contextmanager
+def x64() -> Iterator[None]:
+    """float64 inside JAX for this block only (no global setting changes)."""
+    import jax
+
+    with jax.enable_x64(True):
+        yield
+
+
+def _slots(template: Any, slot_type: Any) -> list[int]:
+    if type(template) is slot_type:
+        return [template.index]
+    if type(template) in (list, tuple):
+        return [s for t in template for s in _slots(t, slot_type)]
+    if isinstance(template, dict):
+        return [s for t in template.values() for s in _slots(t, slot_type)]
+    return []
+
+
+def _fill(template: Any, env: dict, slot_type: Any) -> Any:
+    if type(template) is slot_type:
+        return Traced(env[template.index])
+    if type(template) in (list, tuple):
+        return type(template)(_fill(t, env, slot_type) for t in template)
+    if type(template) is np.ndarray and template.size > FOLD_SIZE and _uniform(template):
+        # ``100 * ones(n)`` made while recording: a broadcast value for XLA, not n
+        # numbers of the kernel to read.
+        import jax.numpy as jnp
+
+        return Traced(jnp.full(template.shape, template.flat[0], template.dtype))
+    return template
+
+
+def _uniform(a: np.ndarray) -> bool:
+    """Whether every element of a float or boolean array is the same (not NaN)."""
+    if a.dtype.kind not in "fb":
+        return False
+    first = a.flat[0]
+    return bool(first == first and (a == first).all())
+
+
+class _Program:
+    """A program's instructions in one form: ``(kind, fn, args, kwargs, outs)``."""
+
+    def __init__(self, code: list, ops: dict) -> None:
+        self.ops = ops
+        slot = ops["slot"]
+        self.calls: list[tuple | None] = []
+        self.reads: list[list[int]] = []
+        for ins in code:
+            op = ins[0]
+            call: tuple | None
+            if op == ops["unary"]:
+                call = (ins[1], (slot(ins[2]),), {}, (ins[-1],))
+            elif op == ops["binary"]:
+                call = (ins[1], (slot(ins[2]), slot(ins[3])), {}, (ins[-1],))
+            elif op == ops["right"]:
+                call = (ins[1], (slot(ins[2]), ins[3]), {}, (ins[-1],))
+            elif op == ops["left"]:
+                call = (ins[1], (ins[2], slot(ins[3])), {}, (ins[-1],))
+            elif op == ops["general"]:
+                call = (ins[1], ins[2], ins[3], tuple(ins[4]))
+            elif op == ops["copy"]:
+                call = (None, (slot(ins[1]),), {}, (ins[2],))
+            else:
+                call = None
+            self.calls.append(call)
+            if call is not None:
+                self.reads.append(_slots(call[1], slot) + _slots(call[2], slot))
+            elif op == ops["guard"]:
+                self.reads.append([ins[1]])
+            elif op == ops["copy_into"]:
+                self.reads.append([ins[1], ins[2]])
+            elif op == ops["set_item"]:
+                self.reads.append([ins[1]] + _slots(ins[2], slot) + _slots(ins[3], slot))
+            else:
+                self.reads.append([ins[2]] + _slots(ins[3], slot))
+
+
+def _candidates(code: list, prog: _Program, specs: list, template: list) -> list[bool]:
+    """Which instructions a segment may hold, from their kinds and dtypes alone."""
+    ops = prog.ops
+    barriers = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
+    # An in-place write changes every view of its target taken before, so everything
+    # up to the last one runs as eagerly, on NumPy's arrays.
+    start = barriers[-1] + 1 if barriers else 0
+    out = [False] * len(code)
+    for k in range(start, len(code)):
+        call = prog.calls[k]
+        if code[k][0] == ops["guard"]:
+            out[k] = True
+            continue
+        if call is None:
+            continue
+        fn, _, _, outs = call
+        if isinstance(fn, np.ufunc) and getattr(np, fn.__name__, None) is not fn:
+            continue  # a SciPy ufunc: no JAX namesake
+        if getattr(fn, "__name__", "").lstrip("_") in BLAS_PRODUCTS:
+            continue
+        slots = list(outs) + prog.reads[k]
+        if all(specs[s] is not None and specs[s][1] in DTYPES for s in slots):
+            out[k] = True
+    return out
+
+
+def _schedule(
+    prog: _Program, flags: list[bool], guard: list[bool], start: int, produced_by: dict[int, int]
+) -> list:
+    """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
+
+    NumPy instructions keep their order; each kernel holds every candidate whose
+    inputs are ready when it starts. A guard after ``start`` (where nothing writes in
+    place any more) runs as soon as its value is ready, so that guards do not chain the
+    kernels of independent parts; one before keeps its place among the NumPy calls.
+    """
+    n = len(flags)
+    ready_slot: set[int] = set()
+    numpy_items = [k for k in range(n) if not flags[k] and not (guard[k] and k >= start)]
+    waiting = [k for k in range(start, n) if guard[k]]
+    candidates = [k for k in range(n) if flags[k]]
+    steps: list = []
+    cursor = 0
+
+    def ready(k: int) -> bool:
+        return all(s in ready_slot or s not in produced_by for s in prog.reads[k])
+
+    def finish(k: int) -> None:
+        call = prog.calls[k]
+        if call is not None:
+            ready_slot.update(call[3])
+
+    def guards() -> None:
+        nonlocal waiting
+        for k in waiting:
+            if ready(k):
+                steps.append(("numpy", k))
+        waiting = [k for k in waiting if not ready(k)]
+
+    guards()
+    while cursor < len(numpy_items) or candidates:
+        while cursor < len(numpy_items) and ready(numpy_items[cursor]):
+            steps.append(("numpy", numpy_items[cursor]))
+            finish(numpy_items[cursor])
+            cursor += 1
+            guards()
+        kernel: list[int] = []
+        rest: list[int] = []
+        for k in candidates:  # program order: a candidate's producers come first
+            if ready(k):
+                kernel.append(k)
+                finish(k)
+            else:
+                rest.append(k)
+        candidates = rest
+        if kernel:
+            steps.append(("kernel", kernel))
+            guards()
+        elif cursor < len(numpy_items) and not ready(numpy_items[cursor]):
+            raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
+    steps.extend(("numpy", k) for k in waiting)  # (none: every value is ready by now)
+    return steps
+
+
+def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
+    """:func:`funcdiff.rules.indexing.index_add` with a constant index, in JAX: zeros
+    padded around the values for a basic index (XLA fuses a pad; its scatter is a
+    serial loop), a scatter-add for any other."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    values = unwrap(values)
+    indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
+    extra = tuple(values.shape[indexed_ndim:])
+    padding = _padding(index, tuple(shape)) if type(index) is tuple else None
+    if padding is None:
+        return jnp.zeros(tuple(shape) + extra, dtype=values.dtype).at[index].add(values)
+    widths, reverse, expand = padding
+    if expand:
+        values = jnp.expand_dims(values, expand)
+    if reverse:
+        values = jnp.flip(values, reverse)
+    widths = widths + [(0, 0, 0)] * len(extra)
+    return lax.pad(values, jnp.zeros((), dtype=values.dtype), widths)
+
+
+def _padding(index: tuple, shape: tuple) -> tuple | None:
+    """For a basic index of ints and slices: the ``lax.pad`` widths placing the
+    selected values in zeros of ``shape``, the axes to flip first (negative steps) and
+    those to insert (ints); None for any other index or an empty selection."""
+    if len(index) > len(shape):
+        return None
+    widths: list[tuple[int, int, int]] = []
+    reverse: list[int] = []
+    expand: list[int] = []
+    for axis, dim in enumerate(shape):
+        item = index[axis] if axis < len(index) else slice(None)
+        if type(item) is slice:
+            start, stop, step = item.indices(dim)
+            count = len(range(start, stop, step))
+            if count == 0:
+                return None
+            low = start if step > 0 else start + (count - 1) * step
+            if step < 0:
+                reverse.append(axis)
+            interior = abs(step) - 1
+            widths.append((low, dim - low - (count - 1) * abs(step) - 1, interior))
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            i = int(item) + dim if item < 0 else int(item)
+            if not 0 <= i < dim:
+                return None
+            expand.append(axis)
+            widths.append((i, dim - i - 1, 0))
+        else:
+            return None
+    return widths, tuple(reverse), tuple(expand)
+
+
+class _Segment:
+    """Instructions (at ``positions``, in program order) traced into one XLA kernel."""
+
+    def __init__(
+        self,
+        positions: list[int],
+        prog: _Program,
+        specs: list,
+        template: list,
+        needed: Callable[[int, set], bool],
+    ) -> None:
+        self.positions = positions
+        produced: set[int] = set()
+        reads: list[int] = []
+        made: list[int] = []
+        for k in positions:
+            for s in prog.reads[k]:
+                if s not in produced and s not in reads:
+                    reads.append(s)
+            outs = prog.calls[k][3]  # type: ignore[index]
+            produced.update(outs)
+            made.extend(outs)
+        inside = set(positions)
+        self.outs = [s for s in made if needed(s, inside)]
+        self.folded = {
+            s: template[s]
+            for s in reads
+            if template[s] is not None and np.size(template[s]) <= FOLD_SIZE
+        }
+        self.ins = [s for s in reads if s not in self.folded]
+        self.prog, self.specs, self.slot_type = prog, specs, prog.ops["slot"]
+
+    def step(self, k: int, env: dict) -> list:
+        """Instruction ``k`` on the traced values of ``env``: its results, checked
+        against the recorded shapes and dtypes (:class:`_Fail` where JAX differs)."""
+        fn, args_t, kwargs_t, outs = self.prog.calls[k]  # type: ignore[misc]
+        slot_type = self.slot_type
+        try:
+            if fn is None:  # a copy: values are immutable here
+                results = [env[args_t[0].index]]
+            else:
+                args = _fill(args_t, env, slot_type)
+                kwargs = {key: _fill(v, env, slot_type) for key, v in kwargs_t.items()}
+                if fn is _INDEX_ADD:
+                    result = _jax_index_add(*args, **kwargs)
+                else:
+                    result = unwrap(fn(*args, **kwargs))
+                results = _arrays(result)
+        except Exception as error:  # noqa: BLE001  (anything JAX refuses stays NumPy)
+            name = getattr(fn, "__name__", fn)
+            raise _Fail(k, f"{name}: {type(error).__name__}: {error}") from None
+        if len(results) != len(outs):
+            raise _Fail(k, "a different number of results")
+        for s, r in zip(outs, results):
+            shape, dtype = self.specs[s]
+            if tuple(np.shape(r)) != shape or np.result_type(r) != dtype:
+                raise _Fail(k, f"{np.shape(r)} {np.result_type(r)}, recorded {shape} {dtype}")
+        return results
+
+    def body(self, *values: Any) -> tuple:
+        env: dict[int, Any] = dict(zip(self.ins, values))
+        env.update(self.folded)
+        for k in self.positions:
+            env.update(zip(self.prog.calls[k][3], self.step(k, env)))  # type: ignore[index]
+        return tuple(env[s] for s in self.outs)
+
+    def probe(self, skip: list[bool], failed: dict[int, str]) -> Any:
+        """Trace every instruction once (abstractly, nothing is compiled) and note in
+        ``failed`` those JAX cannot run; their results, and those of the instructions
+        in ``skip``, are traced placeholders of the recorded shape, so that one failure
+        does not hide what follows. Returns the trace (this segment's kernel when
+        nothing failed or was skipped)."""
+        import jax
+        import jax.numpy as jnp
+
+        def placeholder(s: int) -> Any:
+            spec = self.specs[s]
+            return None if spec is None else jnp.zeros(*spec)  # a tracer, not a constant
+
+        def run(*args: Any) -> tuple:
+            env: dict[int, Any] = dict(zip(self.ins, args))
+            env.update(self.folded)
+            for k in self.positions:
+                outs = self.prog.calls[k][3]  # type: ignore[index]
+                if not skip[k]:
+                    try:
+                        env.update(zip(outs, self.step(k, env)))
+                        continue
+                    except _Fail as fail:
+                        failed[k] = fail.why
+                env.update((s, placeholder(s)) for s in outs)
+            return tuple(env[s] for s in self.outs)
+
+        avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
+        return jax.jit(run).trace(*avals)
+
+    def compile(self, template: list, traced: Any = None) -> Callable[..., tuple]:
+        """The kernel: ``traced`` (a probe's trace of this very segment) or a new trace
+        of :meth:`body`, compiled by XLA."""
+        import jax
+
+        if traced is None:
+            avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
+            traced = jax.jit(self.body).trace(*avals)
+        shapes = {self.specs[s][0] for k in self.positions for s in self.prog.calls[k][3]}  # type: ignore[index]
+        options = MANY_SHAPES_OPTIONS if len(shapes) > MANY_SHAPES else None
+        compiled = traced.lower().compile(compiler_options=options)
+        constants = [(i, template[s]) for i, s in enumerate(self.ins) if template[s] is not None]
+        fixed = {i: jax.device_put(value) for i, value in constants}
+        free = [i for i in range(len(self.ins)) if i not in fixed]
+        count = len(self.ins)
+        # An ndarray argument is handed over with device_put: jit's own conversion of
+        # one copies it synchronously, 4x slower for large arrays.
+        put, asarray = jax.device_put, np.asarray
+
+        def run(*arrays: Any) -> tuple:
+            full: list[Any] = [None] * count
+            for i, value in fixed.items():
+                full[i] = value
+            for i, value in zip(free, arrays):
+                full[i] = put(value)
+            return tuple(asarray(o) for o in compiled(*full))
+
+        return run
+
+
+def _arrays(result: Any) -> list:
+    import jax
+
+    if isinstance(result, (jax.Array, np.ndarray, np.generic)):
+        return [result]
+    if isinstance(result, (tuple, list)):
+        return [r for r in result if isinstance(r, (jax.Array, np.ndarray, np.generic))]
+    raise Unsupported(f"a result of type {type(result).__name__}")
+
+
+def lower(
+    code: list, inputs: tuple, template: list, outputs: list[int], specs: list, ops: dict
+) -> tuple[list, dict]:
+    """The program with its candidates as XLA kernels, and what was lowered.
+
+    ``ops`` names the program's opcodes (see ``funcdiff.replay.program``); ``specs``
+    holds each slot's recorded ``(shape, dtype)``. Returns the new instruction list
+    (the same instructions where nothing lowered) and a summary.
+    """
+    prog = _Program(code, ops)
+    flags = _candidates(code, prog, specs, template)
+    barriers = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
+    barrier = barriers[-1] + 1 if barriers else 0
+    guard = [ins[0] == ops["guard"] for ins in code]
+    flags = [f and not g for f, g in zip(flags, guard)]
+    produced_by: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}
+    for k, call in enumerate(prog.calls):
+        if call is not None:
+            for s in call[3]:
+                produced_by[s] = k
+        for s in prog.reads[k]:
+            readers.setdefault(s, []).append(k)
+    final = set(outputs)
+
+    def needed(slot: int, inside: set) -> bool:
+        return slot in final or any(k not in inside for k in readers.get(slot, ()))
+
+    failures: list[str] = []
+    began = time.perf_counter()
+    probed = 0.0
+    kernels: dict[int, tuple[_Segment, Callable[..., tuple]]] = {}
+    with x64():
+        positions = [k for k in range(len(code)) if flags[k]]
+        traced = None
+        if positions:
+            first = positions[0]
+            span = [k for k in range(first, len(code)) if not guard[k]]
+            whole = _Segment(span, prog, specs, template, needed)
+            failed: dict[int, str] = {}
+            traced = whole.probe([not flags[k] for k in range(len(code))], failed)
+            probed = time.perf_counter() - began
+            for k, why in failed.items():
+                flags[k] = False
+                failures.append(why)
+        for _ in range(MAX_RETRIES):
+            steps = _schedule(prog, flags, guard, barrier, produced_by)
+            small = [
+                k for kind, ks in steps if kind == "kernel" and len(ks) < MIN_SEGMENT for k in ks
+            ]
+            if small:
+                for k in small:
+                    flags[k] = False
+                continue
+            try:
+                for kind, ks in steps:
+                    if kind != "kernel" or ks[0] in kernels:
+                        continue
+                    segment = _Segment(ks, prog, specs, template, needed)
+                    reuse = traced if positions and ks == whole.positions else None
+                    kernels[ks[0]] = (segment, segment.compile(template, reuse))
+            except _Fail as fail:
+                failures.append(fail.why)
+                flags[fail.position] = False
+                kernels.clear()
+                continue
+            break
+        else:
+            steps = [("numpy", k) for k in range(len(code))]
+            kernels.clear()
+    new_code: list = []
+    slot = ops["slot"]
+    lowered = 0
+    for kind, ks in steps:
+        if kind == "numpy":
+            new_code.append(code[ks])
+            continue
+        segment, kernel = kernels[ks[0]]
+        args = tuple(slot(s) for s in segment.ins if template[s] is None)
+        new_code.append((ops["general"], kernel, args, {}, tuple(segment.outs)))
+        lowered += len(ks)
+    summary = {
+        "kernels": sum(1 for kind, _ in steps if kind == "kernel"),
+        "lowered": lowered,
+        "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
+        "failures": sorted({why.split(":")[0] for why in failures}),
+        "trace_seconds": probed,
+        "seconds": time.perf_counter() - began,
+    }
+    return new_code, summary
