@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
+from support.problems import eager_value_and_grad
 
 import funcdiff as fd
 import funcdiff.replay as replay
@@ -30,15 +31,6 @@ def _loss(rule, case, seed):
     return f, points
 
 
-def _eager(f, x):
-    t = fd.tensor(x, requires_grad=True)
-    y = f(t)
-    if not isinstance(y, fd.Tensor) or not y.requires_grad:
-        return float(np.asarray(getattr(y, "data", y))), np.zeros_like(x)
-    (g,) = fd.grad(y, t, allow_unused=True)
-    return y.item(), np.zeros_like(x) if g is None else g.data
-
-
 @pytest.mark.parametrize("rule, index, case", CASES, ids=[f"{r.name}-{i}" for r, i, _ in CASES])
 def test_replay_equals_eager_for_every_rule(rule, index, case) -> None:
     f, points = _loss(rule, case, 5 + index)
@@ -46,12 +38,12 @@ def test_replay_equals_eager_for_every_rule(rule, index, case) -> None:
         vg = replay.value_and_grad(f)
         value, g = vg(points[0])
         assert g.shape == (0,)
-        assert value == pytest.approx(_eager(f, points[0])[0], nan_ok=True)
+        assert value == pytest.approx(eager_value_and_grad(f, points[0])[0], nan_ok=True)
         return
     vg = replay.value_and_grad(f)
     for x in [*points, points[1], points[2]]:  # the last calls run the compiled program
         value, g = vg(x)
-        ev, eg = _eager(f, x)
+        ev, eg = eager_value_and_grad(f, x)
         assert value == pytest.approx(ev, rel=1e-12, abs=1e-12, nan_ok=True)
         scale = max(1.0, np.abs(eg).max(initial=0.0))
         np.testing.assert_allclose(g, eg, rtol=1e-10, atol=1e-12 * scale)

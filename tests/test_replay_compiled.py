@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from support import fuzz_programs as fp
+from support.problems import brusselator, eager_value_and_grad
 
 import funcdiff as fd
 import funcdiff.replay as replay
@@ -64,15 +65,6 @@ def _close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-12) -> None:
     assert np.abs(got[finite] - want[finite]).max(initial=0.0) <= rtol * scale
 
 
-def _eager_value_and_grad(f, x):
-    t = fd.tensor(x, requires_grad=True)
-    y = f(t)
-    if not isinstance(y, fd.Tensor) or not y.requires_grad:
-        return float(np.asarray(getattr(y, "data", y))), np.zeros_like(x)
-    (g,) = fd.grad(y, t, allow_unused=True)
-    return y.item(), np.zeros_like(x) if g is None else g.data
-
-
 def _group(cases):
     """One scalar function of one flat vector summing the weighted outputs of ``cases``."""
     parts, points = [], [[], [], []]
@@ -108,7 +100,7 @@ def test_the_rule_table_replayed_compiled_equals_eager(cases) -> None:
     vg = replay.value_and_grad(f, compile=True)
     for x in [*points, points[1]]:
         value, g = vg(x)
-        ev, eg = _eager_value_and_grad(f, x)
+        ev, eg = eager_value_and_grad(f, x)
         _close(np.array([value]), np.array([ev]))
         _close(g, eg)
     assert _kernels_in_use(vg) >= 1
@@ -159,7 +151,7 @@ def test_every_transform_compiles_and_matches_eager() -> None:
         (replay.hvp(s, compile=True), (x, v), lambda r: r[1], want_h @ v),
         (replay.vjp(_chain, compile=True), (x, v), lambda r: r[1], v @ want_j),
         (replay.jvp(_chain, compile=True), (x, v), lambda r: r[1], want_j @ v),
-        (replay.grad(s, compile=True), (x,), lambda r: r, _eager_value_and_grad(s, x)[1]),
+        (replay.grad(s, compile=True), (x,), lambda r: r, eager_value_and_grad(s, x)[1]),
     ]
     for replayed, args, pick, want in cases:
         for _ in range(3):
@@ -190,7 +182,7 @@ def test_uncovered_operations_stay_numpy_calls_between_kernels() -> None:
     x = np.linspace(0.1, 1.0, 30)
     for point in (x, x + 0.05):
         value, g = vg(point)
-        ev, eg = _eager_value_and_grad(f, point)
+        ev, eg = eager_value_and_grad(f, point)
         _close(np.array([value]), np.array([ev]))
         _close(g, eg)
     (program,) = _programs(vg)
@@ -211,7 +203,7 @@ def test_in_place_writes_run_as_numpy_before_the_kernels() -> None:
     x = np.linspace(-1.0, 1.0, 12)
     for point in (x, x * 0.5):
         value, g = vg(point)
-        ev, eg = _eager_value_and_grad(f, point)
+        ev, eg = eager_value_and_grad(f, point)
         _close(np.array([value]), np.array([ev]))
         _close(g, eg)
     (program,) = _programs(vg)
@@ -230,7 +222,7 @@ def test_guards_are_checked_after_the_kernels_and_each_branch_compiles() -> None
     for point in (np.linspace(0.1, 1.0, 10), -np.linspace(3.0, 4.0, 10)):
         for _ in range(2):
             value, g = vg(point)
-            ev, eg = _eager_value_and_grad(f, point)
+            ev, eg = eager_value_and_grad(f, point)
             _close(np.array([value]), np.array([ev]))
             _close(g, eg)
     assert vg.trace_count == 2 and _kernels_in_use(vg) >= 2
@@ -242,7 +234,7 @@ def test_complex_values_stay_numpy_calls() -> None:
     z = np.array([0.5 + 0.2j, -0.3 + 1.0j, 0.7 - 0.1j])
     for point in (z, z * 1.1):
         value, g = vg(point)
-        ev, eg = _eager_value_and_grad(lambda z: np.sum(np.abs(np.sin(z) * z) ** 2), point)
+        ev, eg = eager_value_and_grad(lambda z: np.sum(np.abs(np.sin(z) * z) ** 2), point)
         assert value == pytest.approx(ev, rel=1e-12)
         np.testing.assert_allclose(g, eg, rtol=1e-12, atol=1e-14)
     (program,) = _programs(vg)
@@ -265,20 +257,11 @@ def test_nan_and_inf_propagate_as_in_numpy() -> None:
     bad[0], bad[1] = -1.0, 0.0
     with np.errstate(all="ignore"):
         value, g = vg(bad)
-        ev, eg = _eager_value_and_grad(f, bad)
+        ev, eg = eager_value_and_grad(f, bad)
     assert np.isnan(value) and np.isnan(ev)
     np.testing.assert_array_equal(np.isnan(g), np.isnan(eg))
     np.testing.assert_array_equal(np.isinf(g), np.isinf(eg))
     assert _kernels_in_use(vg) == 1
-
-
-def _brusselator(y):
-    n = y.shape[0] // 2
-    u, v = y[:n], y[n:]
-    c = 0.02 * n**2
-    du = 1.0 + u * u * v - 4.4 * u + c * (np.roll(u, 1) - 2.0 * u + np.roll(u, -1))
-    dv = 3.4 * u - u * u * v + c * (np.roll(v, 1) - 2.0 * v + np.roll(v, -1))
-    return np.concatenate([du, dv])
 
 
 def _rosen(x):
@@ -291,8 +274,8 @@ def test_sparse_jacobian_compiled_equals_eager(mode: str) -> None:
     n = 30
     t = 2.0 * np.pi * np.arange(n) / n
     y = np.concatenate([1.0 + 0.5 * np.sin(t), 3.0 + 0.1 * np.cos(t)])
-    compiled = fs.prepare_jacobian(_brusselator, y, mode=mode, replay=True, compile=True)
-    eager = fs.prepare_jacobian(_brusselator, y, mode=mode)
+    compiled = fs.prepare_jacobian(brusselator, y, mode=mode, replay=True, compile=True)
+    eager = fs.prepare_jacobian(brusselator, y, mode=mode)
     for point in (y, y + 0.01, y - 0.02, y + 0.03):
         got, want = compiled(point), eager(point)
         assert (got != want).nnz == 0 or np.abs((got - want).data).max() <= 1e-12 * np.abs(
