@@ -42,6 +42,12 @@ def test_readme_examples_run_and_agree_with_closed_forms() -> None:
     r = inner**3 - (y[:-2] - 2 * inner + y[2:])
     np.testing.assert_allclose(namespace["g"], 2 * r @ dense, rtol=1e-10, atol=1e-12)
     assert namespace["value"] == np.sum(r**2)
+    # per-example gradients against the closed form, and the ODE sensitivity
+    w, X, Y = namespace["w"], namespace["X"], namespace["Y"]
+    th = np.tanh(X @ w)
+    expected_g = (2 * (th - Y) * (1 - th**2))[:, None] * X
+    np.testing.assert_allclose(namespace["per_example"], expected_g, rtol=1e-12)
+    np.testing.assert_allclose(namespace["k"].grad.item(), -2 * np.exp(-1.0), rtol=1e-7)
 
 
 def _section(title: str) -> str:
