@@ -60,6 +60,8 @@ MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
 #: trace after the probe found what JAX runs) before the program stays NumPy.
 MAX_RETRIES = 16
+# Bytes above which a kernel's ndarray argument is copied to JAX with device_put.
+LARGE_ARGUMENT = 1 << 16
 
 
 class _Fail(Exception):
@@ -397,8 +399,10 @@ class _Segment:
         fixed = {i: jax.device_put(value) for i, value in constants}
         free = [i for i in range(len(self.ins)) if i not in fixed]
         count = len(self.ins)
-        # An ndarray argument is handed over with device_put: jit's own conversion of
-        # one copies it synchronously, 4x slower for large arrays.
+        # A large ndarray argument is handed over with device_put: the executable's own
+        # conversion copies it synchronously, 4x slower. A small one goes as it is: a
+        # device_put costs more than the copy and stalls the dispatch (B5's kernel call
+        # took 1.6x as long with one).
         put, asarray = jax.device_put, np.asarray
 
         def run(*arrays: Any) -> tuple:
@@ -406,7 +410,7 @@ class _Segment:
             for i, value in fixed.items():
                 full[i] = value
             for i, value in zip(free, arrays):
-                full[i] = put(value)
+                full[i] = put(value) if value.nbytes > LARGE_ARGUMENT else value
             return tuple(asarray(o) for o in compiled(*full))
 
         return run
