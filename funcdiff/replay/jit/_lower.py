@@ -55,6 +55,11 @@ MANY_SHAPES_OPTIONS: dict[str, Any] = {
     "xla_cpu_use_fusion_emitters": False,
     "xla_cpu_enable_concurrency_optimized_scheduler": False,
 }
+#: Options for every kernel. XLA's CPU backend hands reductions to YNNPACK, which needs
+#: its operands in memory: a sum at the end of a fused loop then costs two extra passes
+#: over its operands (a replayed Rosenbrock hvp at n=1e6 ran 2.2x slower with it). The
+#: option is experimental; a JAX that does not know it compiles without it.
+KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
@@ -393,8 +398,20 @@ class _Segment:
             avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
             traced = jax.jit(self.body).trace(*avals)
         shapes = {self.specs[s][0] for k in self.positions for s in self.prog.calls[k][3]}  # type: ignore[index]
-        options = MANY_SHAPES_OPTIONS if len(shapes) > MANY_SHAPES else None
-        compiled = traced.lower().compile(compiler_options=options)
+        options = dict(KERNEL_OPTIONS)
+        if len(shapes) > MANY_SHAPES:
+            options.update(MANY_SHAPES_OPTIONS)
+        lowered = traced.lower()
+        try:
+            compiled = lowered.compile(compiler_options=options)
+        except Exception as error:  # noqa: BLE001  (an option this XLA does not have)
+            if "compile option" not in str(error):
+                raise
+            KERNEL_OPTIONS.clear()
+            for name in list(options):
+                if name not in MANY_SHAPES_OPTIONS:
+                    del options[name]
+            compiled = lowered.compile(compiler_options=options or None)
         constants = [(i, template[s]) for i, s in enumerate(self.ins) if template[s] is not None]
         fixed = {i: jax.device_put(value) for i, value in constants}
         free = [i for i in range(len(self.ins)) if i not in fixed]
