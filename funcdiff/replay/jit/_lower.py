@@ -10,7 +10,9 @@ values.
 The program is then *scheduled* in alternating phases: the NumPy instructions that
 can run, in their order, then one *kernel* holding every candidate whose inputs are
 ready (following the data, not the program order, so that a NumPy call in the middle
-of a program costs one more kernel, not a cut at every place it occurs). Each kernel is
+of a program costs one more kernel, not a cut at every place it occurs), up to a cap on
+the size of its expressions (:data:`MAX_UNFOLDED`; past it XLA's fusion would recompute
+values exponentially often, and a new kernel starts from stored values). Each kernel is
 traced once into one ``jax.jit`` function of the values it reads and compiled by XLA,
 which fuses its elementwise operations, slices, concatenations and reductions into a
 few loops. Kernels are pure and their shapes fixed, so they may run before a guard
@@ -55,6 +57,17 @@ MANY_SHAPES_OPTIONS: dict[str, Any] = {
     "xla_cpu_use_fusion_emitters": False,
     "xla_cpu_enable_concurrency_optimized_scheduler": False,
 }
+#: The largest expression a kernel may hold, counted as a tree: a value read twice
+#: counts twice. XLA's fusion recomputes a cheap producer in each of its consumers
+#: instead of storing it, so a kernel's work (with its fusion emitters) or its code
+#: size (with the older ones) can grow as this count does: exponentially in the depth
+#: of a chain of steps that each read their input several times, such as the stages of
+#: a Runge-Kutta loop, where eight RK4 steps ran for hours. An instruction that would
+#: pass the cap starts the next kernel, which reads its inputs from memory; the count
+#: restarts there. The programs of the rule table's cases stay under 50 thousand; a
+#: kernel of three RK4 steps on 4-element states counts ten million and still compiles
+#: in under a second.
+MAX_UNFOLDED = 1 << 22
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
@@ -180,9 +193,12 @@ def _schedule(
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
     NumPy instructions keep their order; each kernel holds every candidate whose
-    inputs are ready when it starts. A guard after ``start`` (where nothing writes in
-    place any more) runs as soon as its value is ready, so that guards do not chain the
-    kernels of independent parts; one before keeps its place among the NumPy calls.
+    inputs are ready when it starts and whose expression, unfolded inside the kernel,
+    stays within :data:`MAX_UNFOLDED` (the first ready candidate always does: it reads
+    stored values only, so the schedule always moves on). A guard after ``start``
+    (where nothing writes in place any more) runs as soon as its value is ready, so
+    that guards do not chain the kernels of independent parts; one before keeps its
+    place among the NumPy calls.
     """
     n = len(flags)
     ready_slot: set[int] = set()
@@ -216,12 +232,16 @@ def _schedule(
             guards()
         kernel: list[int] = []
         rest: list[int] = []
+        unfolded: dict[int, int] = {}  # slot -> its expression's size inside this kernel
         for k in candidates:  # program order: a candidate's producers come first
             if ready(k):
-                kernel.append(k)
-                finish(k)
-            else:
-                rest.append(k)
+                size = 1 + sum(unfolded.get(s, 0) for s in prog.reads[k])
+                if size <= MAX_UNFOLDED:
+                    kernel.append(k)
+                    finish(k)
+                    unfolded.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
+                    continue
+            rest.append(k)
         candidates = rest
         if kernel:
             steps.append(("kernel", kernel))
@@ -230,6 +250,18 @@ def _schedule(
             raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
     steps.extend(("numpy", k) for k in waiting)  # (none: every value is ready by now)
     return steps
+
+
+def _unfolded(prog: _Program, positions: list[int]) -> int:
+    """The size of the largest expression of a kernel, counted as a tree (see
+    :data:`MAX_UNFOLDED`)."""
+    sizes: dict[int, int] = {}
+    largest = 0
+    for k in positions:
+        size = 1 + sum(sizes.get(s, 0) for s in prog.reads[k])
+        sizes.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
+        largest = max(largest, size)
+    return largest
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
@@ -508,6 +540,7 @@ def lower(
         "lowered": lowered,
         "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
         "failures": sorted({why.split(":")[0] for why in failures}),
+        "unfolded": max((_unfolded(prog, ks) for kind, ks in steps if kind == "kernel"), default=0),
         "trace_seconds": probed,
         "seconds": time.perf_counter() - began,
     }
