@@ -62,11 +62,12 @@ MANY_SHAPES_OPTIONS: dict[str, Any] = {
 #: instead of storing it, so a kernel's work (with its fusion emitters) or its code
 #: size (with the older ones) can grow as this count does: exponentially in the depth
 #: of a chain of steps that each read their input several times, such as the stages of
-#: a Runge-Kutta loop, where eight RK4 steps ran for hours. An instruction that would
-#: pass the cap starts the next kernel, which reads its inputs from memory; the count
-#: restarts there. The programs of the rule table's cases stay under 50 thousand; a
-#: kernel of three RK4 steps on 4-element states counts ten million and still compiles
-#: in under a second.
+#: a Runge-Kutta loop, where one kernel of eight RK4 steps on 4-element states never
+#: finished running (its count passes 10^16). An instruction that would pass the cap
+#: starts the next kernel, which reads its inputs from memory; the count restarts
+#: there. The cap keeps the programs of the rule table's cases (under 10^5) and small
+#: Hessians (about 2 x 10^6) in one kernel, and two or three RK4 steps per kernel,
+#: each compiled in a fraction of a second.
 MAX_UNFOLDED = 1 << 22
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
@@ -193,9 +194,10 @@ def _schedule(
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
     NumPy instructions keep their order; each kernel holds every candidate whose
-    inputs are ready when it starts and whose expression, unfolded inside the kernel,
-    stays within :data:`MAX_UNFOLDED` (the first ready candidate always does: it reads
-    stored values only, so the schedule always moves on). A guard after ``start``
+    inputs are ready when it starts, in program order, up to the first whose
+    expression, unfolded inside the kernel, would pass :data:`MAX_UNFOLDED` (the first
+    ready candidate never does: it reads stored values only, so the schedule always
+    moves on). A guard after ``start``
     (where nothing writes in place any more) runs as soon as its value is ready, so
     that guards do not chain the kernels of independent parts; one before keeps its
     place among the NumPy calls.
@@ -233,10 +235,15 @@ def _schedule(
         kernel: list[int] = []
         rest: list[int] = []
         unfolded: dict[int, int] = {}  # slot -> its expression's size inside this kernel
+        full = False
         for k in candidates:  # program order: a candidate's producers come first
-            if ready(k):
+            if not full and ready(k):
                 size = 1 + sum(unfolded.get(s, 0) for s in prog.reads[k])
-                if size <= MAX_UNFOLDED:
+                # The kernel ends at the first candidate past the cap (not only that
+                # candidate's dependents): the next one starts at the same place in
+                # each step of a loop, so the kernels repeat and compile once.
+                full = size > MAX_UNFOLDED
+                if not full:
                     kernel.append(k)
                     finish(k)
                     unfolded.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
@@ -414,9 +421,12 @@ class _Segment:
         avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
         return jax.jit(run).trace(*avals)
 
-    def compile(self, template: list, traced: Any = None) -> Callable[..., tuple]:
+    def compile(
+        self, template: list, traced: Any = None, compiled_by_text: dict | None = None
+    ) -> Callable[..., tuple]:
         """The kernel: ``traced`` (a probe's trace of this very segment) or a new trace
-        of :meth:`body`, compiled by XLA."""
+        of :meth:`body`, compiled by XLA, or the executable of an identical kernel from
+        ``compiled_by_text`` (keyed by the kernel's StableHLO text)."""
         import jax
 
         if traced is None:
@@ -424,7 +434,14 @@ class _Segment:
             traced = jax.jit(self.body).trace(*avals)
         shapes = {self.specs[s][0] for k in self.positions for s in self.prog.calls[k][3]}  # type: ignore[index]
         options = MANY_SHAPES_OPTIONS if len(shapes) > MANY_SHAPES else None
-        compiled = traced.lower().compile(compiler_options=options)
+        lowered = traced.lower()
+        # The steps of a loop make the same kernel again and again (the same operations
+        # on the same shapes and constants): XLA compiles it once.
+        key = (lowered.as_text(), len(shapes) > MANY_SHAPES)
+        cache = {} if compiled_by_text is None else compiled_by_text
+        compiled = cache.get(key)
+        if compiled is None:
+            compiled = cache[key] = lowered.compile(compiler_options=options)
         constants = [(i, template[s]) for i, s in enumerate(self.ins) if template[s] is not None]
         fixed = {i: jax.device_put(value) for i, value in constants}
         free = [i for i in range(len(self.ins)) if i not in fixed]
@@ -486,6 +503,7 @@ def lower(
     began = time.perf_counter()
     probed = 0.0
     kernels: dict[int, tuple[_Segment, Callable[..., tuple]]] = {}
+    compiled_by_text: dict = {}
     with x64():
         positions = [k for k in range(len(code)) if flags[k]]
         traced = None
@@ -514,7 +532,8 @@ def lower(
                         continue
                     segment = _Segment(ks, prog, specs, template, needed)
                     reuse = traced if positions and ks == whole.positions else None
-                    kernels[ks[0]] = (segment, segment.compile(template, reuse))
+                    kernel = segment.compile(template, reuse, compiled_by_text)
+                    kernels[ks[0]] = (segment, kernel)
             except _Fail as fail:
                 failures.append(fail.why)
                 flags[fail.position] = False
@@ -537,6 +556,7 @@ def lower(
         lowered += len(ks)
     summary = {
         "kernels": sum(1 for kind, _ in steps if kind == "kernel"),
+        "executables": len(compiled_by_text),
         "lowered": lowered,
         "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
         "failures": sorted({why.split(":")[0] for why in failures}),
