@@ -24,6 +24,7 @@ import funcdiff.sparse as fs
 from funcdiff import functional
 from funcdiff import special as fds
 from funcdiff.replay import jit
+from funcdiff.replay.jit import _lower as jit_lower
 from funcdiff.rules import all_rules
 from funcdiff.sparse._coloring import Decompressor, color_hessian, decompress
 from funcdiff.testing import flat_case
@@ -372,3 +373,48 @@ def test_compiling_is_opt_in() -> None:
         _, g = vg(big)
     assert all(p.info["jit"] is None for p in _programs(vg))
     _close(g, 2 * np.sin(big) * np.cos(big))
+
+
+def _rk4(steps: int):
+    """States of ``steps`` RK4 steps of ``u' = u * (p + 0.1 * reversed(u))``: every stage
+    reads the state several times, so an expression unfolded over the steps doubles in
+    size many times per step."""
+    u0 = np.array([1.0, 0.5, 0.2, 0.1])
+    dt = 30.0 / 400
+
+    def simulate(p):
+        def rhs(u):
+            return u * (p + 0.1 * u[::-1])
+
+        u = u0 * 1.0
+        states = [u]
+        for _ in range(steps):
+            k1 = rhs(u)
+            k2 = rhs(u + (0.5 * dt) * k1)
+            k3 = rhs(u + (0.5 * dt) * k2)
+            k4 = rhs(u + dt * k3)
+            u = u + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+            states.append(u)
+        return np.stack(states)
+
+    return simulate
+
+
+@needs_jax
+@pytest.mark.parametrize("steps", [8, 40])
+def test_a_long_rk4_loop_compiles_in_kernels_of_bounded_expressions(steps: int) -> None:
+    # One kernel of eight steps never finished running under XLA: its fusion recomputes
+    # each stage in each of its readers. The kernels are cut where an expression would
+    # pass MAX_UNFOLDED, so several kernels run, each holding a few steps; the steps'
+    # kernels repeat, and XLA compiles each distinct one once.
+    simulate = _rk4(steps)
+    p = np.array([0.3, -0.2, 0.1, 0.05])
+    jac = replay.jacobian(simulate, compile=True)
+    for q in (p, p + 0.01):
+        _close(jac(q), functional.jacobian(simulate, q))
+    info = [p.info["jit"] for p in _programs(jac) if p.info["jit"] is not None]
+    assert _kernels_in_use(jac) >= 2
+    assert all(0 < i["unfolded"] <= jit_lower.MAX_UNFOLDED for i in info)
+    assert all(i["numpy"] == 0 for i in info)
+    if steps == 40:
+        assert all(i["executables"] < i["kernels"] for i in info)

@@ -10,7 +10,9 @@ values.
 The program is then *scheduled* in alternating phases: the NumPy instructions that
 can run, in their order, then one *kernel* holding every candidate whose inputs are
 ready (following the data, not the program order, so that a NumPy call in the middle
-of a program costs one more kernel, not a cut at every place it occurs). Each kernel is
+of a program costs one more kernel, not a cut at every place it occurs), up to a cap on
+the size of its expressions (:data:`MAX_UNFOLDED`; past it XLA's fusion would recompute
+values exponentially often, and a new kernel starts from stored values). Each kernel is
 traced once into one ``jax.jit`` function of the values it reads and compiled by XLA,
 which fuses its elementwise operations, slices, concatenations and reductions into a
 few loops. Kernels are pure and their shapes fixed, so they may run before a guard
@@ -60,6 +62,18 @@ MANY_SHAPES_OPTIONS: dict[str, Any] = {
 #: over its operands (a replayed Rosenbrock hvp at n=1e6 ran 2.2x slower with it). The
 #: option is experimental; a JAX that does not know it compiles without it.
 KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
+#: The largest expression a kernel may hold, counted as a tree: a value read twice
+#: counts twice. XLA's fusion recomputes a cheap producer in each of its consumers
+#: instead of storing it, so a kernel's work (with its fusion emitters) or its code
+#: size (with the older ones) can grow as this count does: exponentially in the depth
+#: of a chain of steps that each read their input several times, such as the stages of
+#: a Runge-Kutta loop, where one kernel of eight RK4 steps on 4-element states never
+#: finished running (its count passes 10^16). An instruction that would pass the cap
+#: starts the next kernel, which reads its inputs from memory; the count restarts
+#: there. The cap keeps the programs of the rule table's cases (under 10^5) and small
+#: Hessians (about 2 x 10^6) in one kernel, and two or three RK4 steps per kernel,
+#: each compiled in a fraction of a second.
+MAX_UNFOLDED = 1 << 22
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
@@ -187,9 +201,13 @@ def _schedule(
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
     NumPy instructions keep their order; each kernel holds every candidate whose
-    inputs are ready when it starts. A guard after ``start`` (where nothing writes in
-    place any more) runs as soon as its value is ready, so that guards do not chain the
-    kernels of independent parts; one before keeps its place among the NumPy calls.
+    inputs are ready when it starts, in program order, up to the first whose
+    expression, unfolded inside the kernel, would pass :data:`MAX_UNFOLDED` (the first
+    ready candidate never does: it reads stored values only, so the schedule always
+    moves on). A guard after ``start``
+    (where nothing writes in place any more) runs as soon as its value is ready, so
+    that guards do not chain the kernels of independent parts; one before keeps its
+    place among the NumPy calls.
     """
     n = len(flags)
     ready_slot: set[int] = set()
@@ -223,12 +241,21 @@ def _schedule(
             guards()
         kernel: list[int] = []
         rest: list[int] = []
+        unfolded: dict[int, int] = {}  # slot -> its expression's size inside this kernel
+        full = False
         for k in candidates:  # program order: a candidate's producers come first
-            if ready(k):
-                kernel.append(k)
-                finish(k)
-            else:
-                rest.append(k)
+            if not full and ready(k):
+                size = 1 + sum(unfolded.get(s, 0) for s in prog.reads[k])
+                # The kernel ends at the first candidate past the cap (not only that
+                # candidate's dependents): the next one starts at the same place in
+                # each step of a loop, so the kernels repeat and compile once.
+                full = size > MAX_UNFOLDED
+                if not full:
+                    kernel.append(k)
+                    finish(k)
+                    unfolded.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
+                    continue
+            rest.append(k)
         candidates = rest
         if kernel:
             steps.append(("kernel", kernel))
@@ -237,6 +264,18 @@ def _schedule(
             raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
     steps.extend(("numpy", k) for k in waiting)  # (none: every value is ready by now)
     return steps
+
+
+def _unfolded(prog: _Program, positions: list[int]) -> int:
+    """The size of the largest expression of a kernel, counted as a tree (see
+    :data:`MAX_UNFOLDED`)."""
+    sizes: dict[int, int] = {}
+    largest = 0
+    for k in positions:
+        size = 1 + sum(sizes.get(s, 0) for s in prog.reads[k])
+        sizes.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
+        largest = max(largest, size)
+    return largest
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
@@ -389,9 +428,12 @@ class _Segment:
         avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
         return jax.jit(run).trace(*avals)
 
-    def compile(self, template: list, traced: Any = None) -> Callable[..., tuple]:
+    def compile(
+        self, template: list, traced: Any = None, compiled_by_text: dict | None = None
+    ) -> Callable[..., tuple]:
         """The kernel: ``traced`` (a probe's trace of this very segment) or a new trace
-        of :meth:`body`, compiled by XLA."""
+        of :meth:`body`, compiled by XLA, or the executable of an identical kernel from
+        ``compiled_by_text`` (keyed by the kernel's StableHLO text)."""
         import jax
 
         if traced is None:
@@ -402,16 +444,13 @@ class _Segment:
         if len(shapes) > MANY_SHAPES:
             options.update(MANY_SHAPES_OPTIONS)
         lowered = traced.lower()
-        try:
-            compiled = lowered.compile(compiler_options=options)
-        except Exception as error:  # noqa: BLE001  (an option this XLA does not have)
-            if "compile option" not in str(error):
-                raise
-            KERNEL_OPTIONS.clear()
-            for name in list(options):
-                if name not in MANY_SHAPES_OPTIONS:
-                    del options[name]
-            compiled = lowered.compile(compiler_options=options or None)
+        # The steps of a loop make the same kernel again and again (the same operations
+        # on the same shapes and constants): XLA compiles it once.
+        key = (lowered.as_text(), len(shapes) > MANY_SHAPES)
+        cache = {} if compiled_by_text is None else compiled_by_text
+        compiled = cache.get(key)
+        if compiled is None:
+            compiled = cache[key] = _compile(lowered, options)
         constants = [(i, template[s]) for i, s in enumerate(self.ins) if template[s] is not None]
         fixed = {i: jax.device_put(value) for i, value in constants}
         free = [i for i in range(len(self.ins)) if i not in fixed]
@@ -431,6 +470,19 @@ class _Segment:
             return tuple(asarray(o) for o in compiled(*full))
 
         return run
+
+
+def _compile(lowered: Any, options: dict[str, Any]) -> Any:
+    """``lowered`` compiled with ``options``; an option this XLA does not know (they are
+    experimental) is dropped, for this kernel and the next ones."""
+    try:
+        return lowered.compile(compiler_options=options or None)
+    except Exception as error:  # noqa: BLE001
+        if "compile option" not in str(error):
+            raise
+    KERNEL_OPTIONS.clear()
+    kept = {k: v for k, v in options.items() if k in MANY_SHAPES_OPTIONS}
+    return lowered.compile(compiler_options=kept or None)
 
 
 def _arrays(result: Any) -> list:
@@ -475,6 +527,7 @@ def lower(
     began = time.perf_counter()
     probed = 0.0
     kernels: dict[int, tuple[_Segment, Callable[..., tuple]]] = {}
+    compiled_by_text: dict = {}
     with x64():
         positions = [k for k in range(len(code)) if flags[k]]
         traced = None
@@ -503,7 +556,8 @@ def lower(
                         continue
                     segment = _Segment(ks, prog, specs, template, needed)
                     reuse = traced if positions and ks == whole.positions else None
-                    kernels[ks[0]] = (segment, segment.compile(template, reuse))
+                    kernel = segment.compile(template, reuse, compiled_by_text)
+                    kernels[ks[0]] = (segment, kernel)
             except _Fail as fail:
                 failures.append(fail.why)
                 flags[fail.position] = False
@@ -526,9 +580,11 @@ def lower(
         lowered += len(ks)
     summary = {
         "kernels": sum(1 for kind, _ in steps if kind == "kernel"),
+        "executables": len(compiled_by_text),
         "lowered": lowered,
         "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
         "failures": sorted({why.split(":")[0] for why in failures}),
+        "unfolded": max((_unfolded(prog, ks) for kind, ks in steps if kind == "kernel"), default=0),
         "trace_seconds": probed,
         "seconds": time.perf_counter() - began,
     }
