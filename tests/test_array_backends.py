@@ -349,7 +349,7 @@ def test_the_rule_table_runs_on_the_stand_in():
     ran, refused, wrong = _rule_table_outcomes()
     total = len(ran) + len(refused) + len(wrong)
     assert not wrong, wrong[:5]
-    assert len(ran) / total >= 0.93, (len(ran), total)  # 1289 of 1375
+    assert len(ran) / total >= 0.94, (len(ran), total)  # 1297 of 1375
     unclear = [r for r in refused if "cannot run on support.strict_array.StrictArray" not in r[1]]
     assert not unclear, unclear[:5]
 

@@ -163,6 +163,25 @@ register(
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
+def _riemann_zeta(x):
+    """SciPy's ``_riemann_zeta(x)`` (what ``scipy.special.zeta(x)`` calls); on a backend
+    array (CuPy), whose special functions have no Riemann zeta of one argument, the same
+    function as ``zetac(x) + 1``."""
+    try:
+        return _ufuncs._riemann_zeta(x)
+    except TypeError:
+        device = None if hasattr(type(x), "grad_fn") else first_foreign((x,))
+        zetac = None if device is None else getattr(special_module(device), "zetac", None)
+        if zetac is None:
+            raise
+        return zetac(x) + 1.0
+
+
+def _riemann(x):
+    """``zeta(x)`` in a vjp: the rule again on Tensors, :func:`_riemann_zeta` on arrays."""
+    return _ufuncs._riemann_zeta(x) if hasattr(type(x), "grad_fn") else _riemann_zeta(x)
+
+
 def _riemann_zeta_vjp(g, ans, x):
     # For x >= -1/2 the Euler-Maclaurin sum continues zeta analytically to full precision.
     # Below it would cancel (its terms grow like N^(1 - x)): there the functional
@@ -180,7 +199,7 @@ def _riemann_zeta_vjp(g, ans, x):
     chi_prime = scale * (
         np.sin(half) * (_LOG_2PI - sp.digamma(1.0 - xl)) + 0.5 * np.pi * np.cos(half)
     )
-    left = chi_prime * _ufuncs._riemann_zeta(1.0 - xl) - chi * zeta_derivative(1, 1.0 - xl, 1.0)
+    left = chi_prime * _riemann(1.0 - xl) - chi * zeta_derivative(1, 1.0 - xl, 1.0)
     if not anywhere(right):
         return g * left
     return g * np.where(right, zeta_derivative(1, np.where(right, x, 2.0), 1.0), left)
@@ -189,7 +208,7 @@ def _riemann_zeta_vjp(g, ans, x):
 register(
     Rule(
         "riemann_zeta",
-        _ufuncs._riemann_zeta,
+        _riemann_zeta,
         vjps={0: _riemann_zeta_vjp},
         cases=(
             Case((Arg((3, 4), 1.5, 5.0),)),
