@@ -204,6 +204,47 @@ def test_scipy_linalg_on_the_stand_in_equals_scipy(complex_, lower):
     )
 
 
+@pytest.mark.parametrize("bands", [(1, 0), (0, 2), (2, 1), (0, 0)])
+def test_solve_banded_on_the_stand_in_equals_scipy(bands):
+    import scipy.linalg as sl
+
+    from funcdiff import linalg as fl
+
+    rng = np.random.default_rng(5)
+    ab = rng.uniform(0.5, 1.0, (sum(bands) + 1, 5))
+    ab[bands[1]] += 3.0  # a dominant diagonal
+    for b in (rng.standard_normal(5), rng.standard_normal((5, 2))):
+        got = fl.solve_banded(bands, StrictArray(ab.copy()), StrictArray(b.copy()))
+        assert type(got) is StrictArray
+        np.testing.assert_allclose(got._a, sl.solve_banded(bands, ab, b), 1e-12)
+    with pytest.raises(ValueError, match="number of lower and upper diagonals"):
+        fl.solve_banded((1, 1), StrictArray(ab[:1].copy()), StrictArray(np.ones(5)))
+
+
+def test_betaincc_on_the_stand_in_equals_scipy_in_the_tails():
+    """cupyx.scipy.special has no betaincc: on device arrays it comes from betainc."""
+    import scipy.special as sp
+    from support.strict_array import special
+
+    assert not hasattr(special, "betaincc")  # as in CuPy 14
+    rng = np.random.default_rng(6)
+    n = 4000
+    a, b = 10 ** rng.uniform(-1, 1.5, n), 10 ** rng.uniform(-1, 1.5, n)
+    x = np.concatenate(
+        [
+            rng.uniform(0, 1, n // 2),
+            10 ** rng.uniform(-15, 0, n // 4),
+            1 - 10 ** rng.uniform(-15, 0, n // 4),
+        ]
+    )
+    x[:3] = (0.0, 1.0, np.nan)
+    expected = sp.betaincc(a, b, x)
+    got = fd.tensor(StrictArray(x.copy()))
+    got = sp.betaincc(fd.tensor(StrictArray(a)), fd.tensor(StrictArray(b)), got).data
+    assert type(got) is StrictArray
+    np.testing.assert_allclose(got._a, expected, rtol=1e-12, atol=0, equal_nan=True)
+
+
 def test_scipy_linalg_options_without_a_counterpart_raise_on_the_stand_in():
     import scipy.linalg as sl
 
@@ -349,7 +390,7 @@ def test_the_rule_table_runs_on_the_stand_in():
     ran, refused, wrong = _rule_table_outcomes()
     total = len(ran) + len(refused) + len(wrong)
     assert not wrong, wrong[:5]
-    assert len(ran) / total >= 0.94, (len(ran), total)  # 1297 of 1375
+    assert len(ran) / total >= 0.95, (len(ran), total)  # 1309 of 1375
     unclear = [r for r in refused if "cannot run on support.strict_array.StrictArray" not in r[1]]
     assert not unclear, unclear[:5]
 

@@ -35,6 +35,7 @@ from funcdiff._core.backends import as_array, on_device_of, special_module
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.device_special import betaincc_from, on_device
 from funcdiff.rules.elementwise import binary_cases, constant, unary, unary_cases
 from funcdiff.rules.structure import ELEMENTWISE
 
@@ -262,11 +263,15 @@ _betainc_cases = (
     Case((np.array([0.5, 1.0, 3.0]), 2.0, Arg((2, 3), 0.1, 0.9))),
     Case((Arg((2, 1), 0.5, 3.0, diff=False), Arg((1, 3), 0.5, 3.0, diff=False), Arg((), 0.2, 0.8))),
 )
-for _ufunc, _sign in ((sp.betainc, 1.0), (sp.betaincc, -1.0)):
+# cupyx.scipy.special has no betaincc: on backend arrays it comes from betainc.
+for _ufunc, _sign, _forward in (
+    (sp.betainc, 1.0, sp.betainc),
+    (sp.betaincc, -1.0, on_device(sp.betaincc, betaincc_from)),
+):
     register(
         Rule(
             _ufunc.__name__,
-            _ufunc,
+            _forward,
             vjps={2: lambda g, ans, a, b, x, s=_sign: s * g * _betainc_density(a, b, x)},
             cases=_betainc_cases,
             convention="derivative with respect to x only; a Tensor requiring grad in a or b "
