@@ -262,6 +262,41 @@ def test_scipy_linalg_options_without_a_counterpart_raise_on_the_stand_in():
         fl.sqrtm(fd.tensor(StrictArray(spd.copy())))
 
 
+def _recovered_programs():
+    """Functions whose rules run on backend arrays through counterparts: rewritten
+    derivatives, functions computed from the backend's, scipy.linalg via numpy.linalg."""
+    import scipy.special as sp
+
+    from funcdiff import linalg as fl
+    from funcdiff import signal as fs
+
+    def spd(x):  # a positive definite matrix built from x, on x's device
+        return np.diag(x + 3.0) + 0.1 * np.outer(x, x)
+
+    return {
+        "bessel": lambda x: np.sum(sp.j1(x) * sp.y1(x + 2.0) + sp.i1e(x) * sp.k1(x + 1.5)),
+        "i1_k1e": lambda x: np.sum(sp.i1(x) ** 2 + sp.k1e(x + 1.0)),
+        "zeta": lambda x: np.sum(sp.zeta(x + 2.0) + sp.zeta(x + 1.5, x + 1.0)),
+        "betaincc": lambda x: np.sum(sp.betaincc(2.0, 3.0, x * 0.5) ** 2),
+        "solve": lambda x: np.sum(fl.solve(spd(x), x, assume_a="pos") ** 2),
+        "eigh_inv_det": lambda x: (
+            np.sum(fl.eigh(spd(x), eigvals_only=True) ** 3)
+            + np.sum(fl.inv(spd(x)))
+            + fl.det(spd(x))
+        ),
+        "cho": lambda x: np.sum(fl.cho_solve(fl.cho_factor(spd(x)), x**2)),
+        "banded": lambda x: np.sum(fl.solve_banded((1, 0), np.stack([x + 3.0, x]), x) ** 2),
+        "convolve": lambda x: np.sum(fs.convolve(x, x**2) ** 2),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_recovered_programs()))
+def test_recovered_rules_to_second_order_keep_the_type(name):
+    f = _recovered_programs()[name]
+    a = 0.3 + 0.2 * np.arange(3.0)
+    _assert_same(F.hessian(f, a), F.hessian(f, StrictArray(a.copy())))
+
+
 # ------------------------------------------------------------------ functional, replay
 def _f(x):
     return np.sum(np.tanh(x) * x**2) + np.prod(np.cos(x))
