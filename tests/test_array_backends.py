@@ -7,6 +7,8 @@ array that comes back is of the stand-in's type (never silently converted to Num
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 from support.backend_results import assert_same, flat
@@ -425,7 +427,11 @@ def test_the_rule_table_runs_on_the_stand_in():
     ran, refused, wrong = _rule_table_outcomes()
     total = len(ran) + len(refused) + len(wrong)
     assert not wrong, wrong[:5]
-    assert len(ran) / total >= 0.95, (len(ran), total)  # 1309 of 1375
+    # 1309 of 1375; the refused cases are functions CuPy 14 lacks (jv, yv, iv, kv and
+    # their scaled forms, kn, stdtr and the t distribution's CDFs, sqrtm,
+    # solve_sylvester) and funcdiff.sparse's host-only primitives
+    by_rule = collections.Counter(name for name, _ in refused)
+    assert len(ran) / total >= 0.95, (len(ran), total, sorted(by_rule.items()))
     unclear = [r for r in refused if "cannot run on support.strict_array.StrictArray" not in r[1]]
     assert not unclear, unclear[:5]
 
