@@ -7,6 +7,8 @@ array that comes back is of the stand-in's type (never silently converted to Num
 
 from __future__ import annotations
 
+import collections
+
 import numpy as np
 import pytest
 from support.backend_results import assert_same, flat
@@ -144,6 +146,159 @@ def test_registry_names_the_backend_modules():
         backends.register_backend("a.b")
 
 
+# ------------------------------------------------------------------ scipy.linalg
+_STRUCTURES = [
+    None,
+    "gen",
+    "banded",
+    "diagonal",
+    "tridiagonal",
+    "upper triangular",
+    "lower triangular",
+    "sym",
+    "her",
+    "pos",
+]
+
+
+def _matrices(complex_: bool):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((4, 4)) + (1j * rng.standard_normal((4, 4)) if complex_ else 0)
+    spd = a @ np.conj(a.T) + 4 * np.eye(4)
+    # the triangle the symmetric solvers do not read holds other values
+    return a + 4 * np.eye(4), spd + np.tril(rng.standard_normal((4, 4)), -1), a
+
+
+@pytest.mark.parametrize("complex_", [False, True])
+@pytest.mark.parametrize("lower", [False, True])
+def test_scipy_linalg_on_the_stand_in_equals_scipy(complex_, lower):
+    """scipy.linalg.solve/inv/det/eigh/cho_factor/cho_solve on a device array give SciPy's
+    values through numpy.linalg (the options that keep their meaning there)."""
+    import scipy.linalg as sl
+
+    from funcdiff import linalg as fl
+
+    general, spd, plain = _matrices(complex_)
+    b = np.random.default_rng(4).standard_normal((4, 2))
+    for assume_a in _STRUCTURES:
+        m = spd if assume_a in ("sym", "her", "pos") else general
+        got = fl.solve(StrictArray(m.copy()), StrictArray(b.copy()), assume_a=assume_a, lower=lower)
+        np.testing.assert_allclose(got._a, sl.solve(m, b, assume_a=assume_a, lower=lower), 1e-10)
+        if assume_a in (None, "gen", "upper triangular", "lower triangular", "sym", "her", "pos"):
+            got = fl.inv(StrictArray(m.copy()), assume_a=assume_a, lower=lower)
+            np.testing.assert_allclose(got._a, sl.inv(m, assume_a=assume_a, lower=lower), 1e-10)
+    if not complex_:
+        got = fl.solve(StrictArray(general.copy()), StrictArray(b.copy()), transposed=True)
+        np.testing.assert_allclose(got._a, sl.solve(general, b, transposed=True), 1e-10)
+    np.testing.assert_allclose(fl.det(StrictArray(plain.copy()))._a, sl.det(plain), 1e-10)
+    c, flag = fl.cho_factor(StrictArray(spd.copy()), lower=lower)
+    c_ref, _ = sl.cho_factor(spd, lower=lower)
+    assert flag is lower and type(c) is StrictArray
+    np.testing.assert_allclose(c._a, c_ref, 1e-10)  # the triangle not factored is a's
+    x = fl.cho_solve((c, lower), StrictArray(b.copy()))
+    np.testing.assert_allclose(x._a, sl.cho_solve((c_ref, lower), b), 1e-10)
+    w, v = fl.eigh(StrictArray(spd.copy()), lower=lower)
+    w_ref, v_ref = sl.eigh(spd, lower=lower)
+    np.testing.assert_allclose(w._a, w_ref, 1e-10)
+    np.testing.assert_allclose(np.abs(v._a), np.abs(v_ref), 1e-8)  # up to a phase
+    np.testing.assert_allclose(
+        fl.eigh(StrictArray(spd.copy()), lower=lower, eigvals_only=True)._a, w_ref, 1e-10
+    )
+
+
+@pytest.mark.parametrize("bands", [(1, 0), (0, 2), (2, 1), (0, 0)])
+def test_solve_banded_on_the_stand_in_equals_scipy(bands):
+    import scipy.linalg as sl
+
+    from funcdiff import linalg as fl
+
+    rng = np.random.default_rng(5)
+    ab = rng.uniform(0.5, 1.0, (sum(bands) + 1, 5))
+    ab[bands[1]] += 3.0  # a dominant diagonal
+    for b in (rng.standard_normal(5), rng.standard_normal((5, 2))):
+        got = fl.solve_banded(bands, StrictArray(ab.copy()), StrictArray(b.copy()))
+        assert type(got) is StrictArray
+        np.testing.assert_allclose(got._a, sl.solve_banded(bands, ab, b), 1e-12)
+    with pytest.raises(ValueError, match="number of lower and upper diagonals"):
+        fl.solve_banded((1, 1), StrictArray(ab[:1].copy()), StrictArray(np.ones(5)))
+
+
+def test_betaincc_on_the_stand_in_equals_scipy_in_the_tails():
+    """cupyx.scipy.special has no betaincc: on device arrays it comes from betainc."""
+    import scipy.special as sp
+    from support.strict_array import special
+
+    assert not hasattr(special, "betaincc")  # as in CuPy 14
+    rng = np.random.default_rng(6)
+    n = 4000
+    a, b = 10 ** rng.uniform(-1, 1.5, n), 10 ** rng.uniform(-1, 1.5, n)
+    x = np.concatenate(
+        [
+            rng.uniform(0, 1, n // 2),
+            10 ** rng.uniform(-15, 0, n // 4),
+            1 - 10 ** rng.uniform(-15, 0, n // 4),
+        ]
+    )
+    x[:3] = (0.0, 1.0, np.nan)
+    expected = sp.betaincc(a, b, x)
+    got = fd.tensor(StrictArray(x.copy()))
+    got = sp.betaincc(fd.tensor(StrictArray(a)), fd.tensor(StrictArray(b)), got).data
+    assert type(got) is StrictArray
+    np.testing.assert_allclose(got._a, expected, rtol=1e-12, atol=0, equal_nan=True)
+
+
+def test_scipy_linalg_options_without_a_counterpart_raise_on_the_stand_in():
+    import scipy.linalg as sl
+
+    from funcdiff import linalg as fl
+
+    general, spd, _ = _matrices(False)
+    # SciPy's inv with "diagonal" keeps the off-diagonal entries: nothing to match here
+    with pytest.raises(TypeError, match="inv cannot run on .*StrictArray.*diagonal"):
+        fl.inv(fd.tensor(StrictArray(general.copy())), assume_a="diagonal")
+    with pytest.raises(np.linalg.LinAlgError):  # not positive definite, as SciPy says
+        fl.solve(StrictArray(-spd), StrictArray(np.ones(4)), assume_a="pos")
+    with pytest.raises(np.linalg.LinAlgError):
+        sl.solve(-spd, np.ones(4), assume_a="pos")
+    with pytest.raises(TypeError, match="sqrtm cannot run on .*StrictArray"):
+        fl.sqrtm(fd.tensor(StrictArray(spd.copy())))
+
+
+def _recovered_programs():
+    """Functions whose rules run on backend arrays through counterparts: rewritten
+    derivatives, functions computed from the backend's, scipy.linalg via numpy.linalg."""
+    import scipy.special as sp
+
+    from funcdiff import linalg as fl
+    from funcdiff import signal as fs
+
+    def spd(x):  # a positive definite matrix built from x, on x's device
+        return np.diag(x + 3.0) + 0.1 * np.outer(x, x)
+
+    return {
+        "bessel": lambda x: np.sum(sp.j1(x) * sp.y1(x + 2.0) + sp.i1e(x) * sp.k1(x + 1.5)),
+        "i1_k1e": lambda x: np.sum(sp.i1(x) ** 2 + sp.k1e(x + 1.0)),
+        "zeta": lambda x: np.sum(sp.zeta(x + 2.0) + sp.zeta(x + 1.5, x + 1.0)),
+        "betaincc": lambda x: np.sum(sp.betaincc(2.0, 3.0, x * 0.5) ** 2),
+        "solve": lambda x: np.sum(fl.solve(spd(x), x, assume_a="pos") ** 2),
+        "eigh_inv_det": lambda x: (
+            np.sum(fl.eigh(spd(x), eigvals_only=True) ** 3)
+            + np.sum(fl.inv(spd(x)))
+            + fl.det(spd(x))
+        ),
+        "cho": lambda x: np.sum(fl.cho_solve(fl.cho_factor(spd(x)), x**2)),
+        "banded": lambda x: np.sum(fl.solve_banded((1, 0), np.stack([x + 3.0, x]), x) ** 2),
+        "convolve": lambda x: np.sum(fs.convolve(x, x**2) ** 2),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(_recovered_programs()))
+def test_recovered_rules_to_second_order_keep_the_type(name):
+    f = _recovered_programs()[name]
+    a = 0.3 + 0.2 * np.arange(3.0)
+    _assert_same(F.hessian(f, a), F.hessian(f, StrictArray(a.copy())))
+
+
 # ------------------------------------------------------------------ functional, replay
 def _f(x):
     return np.sum(np.tanh(x) * x**2) + np.prod(np.cos(x))
@@ -272,7 +427,11 @@ def test_the_rule_table_runs_on_the_stand_in():
     ran, refused, wrong = _rule_table_outcomes()
     total = len(ran) + len(refused) + len(wrong)
     assert not wrong, wrong[:5]
-    assert len(ran) / total >= 0.87, (len(ran), total)  # 1207 of 1372
+    # 1309 of 1375; the refused cases are functions CuPy 14 lacks (jv, yv, iv, kv and
+    # their scaled forms, kn, stdtr and the t distribution's CDFs, sqrtm,
+    # solve_sylvester) and funcdiff.sparse's host-only primitives
+    by_rule = collections.Counter(name for name, _ in refused)
+    assert len(ran) / total >= 0.95, (len(ran), total, sorted(by_rule.items()))
     unclear = [r for r in refused if "cannot run on support.strict_array.StrictArray" not in r[1]]
     assert not unclear, unclear[:5]
 

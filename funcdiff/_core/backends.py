@@ -13,7 +13,8 @@ by the top-level module name of the array's type (``"cupy"`` for ``cupy.ndarray`
   NumPy's ufunc protocol cannot pass on;
 * the backend's ``scipy.linalg`` (``cupyx.scipy.linalg``): the ``scipy.linalg``
   functions it has (``solve_triangular``, ``expm``, ``lu_solve`` ...), which SciPy's
-  Python code cannot run on device arrays.
+  Python code cannot run on device arrays;
+* the backend's ``scipy.signal`` (``cupyx.scipy.signal``): ``convolve``, likewise.
 
 A backend array never becomes an ndarray behind the user's back: where a function
 cannot run on it, :func:`unsupported` builds the TypeError that names the function and
@@ -48,7 +49,7 @@ __all__ = [
 ]
 __all__ += ["special_module", "namespace", "first_foreign", "unsupported", "check_same_kind"]
 __all__ += ["backend_copy", "host_copy_refused", "on_device_of", "refuse_vjp", "refuse_device"]
-__all__ += ["linalg_module", "backend_linalg", "kept"]
+__all__ += ["linalg_module", "backend_linalg", "backend_signal", "kept"]
 
 _ndarray = np.ndarray
 # Per type: whether its instances are backend arrays (looked up once per type).
@@ -174,10 +175,11 @@ class _Backend:
     namespace: str | None
     special: str | None
     linalg: str | None = None
+    signal: str | None = None
 
 
 _REGISTRY: dict[str, _Backend] = {
-    "cupy": _Backend("cupy", "cupyx.scipy.special", "cupyx.scipy.linalg")
+    "cupy": _Backend("cupy", "cupyx.scipy.special", "cupyx.scipy.linalg", "cupyx.scipy.signal")
 }
 
 
@@ -187,6 +189,7 @@ def register_backend(
     namespace: str | None = None,
     special: str | None = None,
     linalg: str | None = None,
+    signal: str | None = None,
 ) -> None:
     """Tell funcdiff where an array type's own functions live.
 
@@ -206,6 +209,9 @@ def register_backend(
         The import path of its ``scipy.linalg`` (``"cupyx.scipy.linalg"``): a
         ``scipy.linalg`` function refused by the array type runs as the function of the
         same name there, where it has one.
+    signal : str, optional
+        The import path of its ``scipy.signal`` (``"cupyx.scipy.signal"``): the
+        convolutions run as its ``convolve``.
 
     Examples
     --------
@@ -216,15 +222,17 @@ def register_backend(
     """
     if not isinstance(module, str) or not module or "." in module:
         raise TypeError(f"module must be a top-level module name such as 'cupy', got {module!r}")
-    for label, value in (("namespace", namespace), ("special", special), ("linalg", linalg)):
+    paths = (("namespace", namespace), ("special", special), ("linalg", linalg), ("signal", signal))
+    for label, value in paths:
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{label} must be an import path (str) or None, got {value!r}")
-    _REGISTRY[module] = _Backend(namespace, special, linalg)
+    _REGISTRY[module] = _Backend(namespace, special, linalg, signal)
 
 
 def registered_backends() -> dict[str, tuple[str | None, str | None]]:
     """The registry: ``{top-level module: (namespace, special-function module)}``
-    (:func:`linalg_module` reads the third entry, the ``scipy.linalg`` counterpart)."""
+    (:func:`linalg_module` and :func:`backend_signal` read the ``scipy.linalg`` and
+    ``scipy.signal`` counterparts)."""
     return {k: (b.namespace, b.special) for k, b in _REGISTRY.items()}
 
 
@@ -238,6 +246,14 @@ def backend_linalg(name: str, args: Any) -> Any:
     ``args``, or None (no backend array, none registered, or no such function)."""
     found = first_foreign(args)
     module = None if found is None else linalg_module(found)
+    return None if module is None else getattr(module, name, None)
+
+
+def backend_signal(name: str, args: Any) -> Any:
+    """The backend's own ``scipy.signal.<name>`` for the first backend array among
+    ``args``, or None (no backend array, none registered, or no such function)."""
+    found = first_foreign(args)
+    module = None if found is None else _entry(found, "signal")
     return None if module is None else getattr(module, name, None)
 
 

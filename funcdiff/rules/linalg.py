@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff._core.backends import backend_linalg, on_device_of
+from funcdiff._core.backends import backend_linalg, first_foreign, on_device_of
 from funcdiff._core.lazy import resolved, scipy  # scipy.linalg: imported on first use
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules import batching
@@ -646,13 +646,21 @@ register(
 
 
 # ----------------------------------------------------------------- scipy.linalg forwards
-def scipy_forward(scipy_fn: Callable) -> tuple[Callable, Callable]:
+def scipy_forward(
+    scipy_fn: Callable, on_device: Callable | None = None
+) -> tuple[Callable, Callable]:
     """The forward of a ``scipy.linalg`` rule and its Tensor-dispatching wrapper.
 
     The forward is ``scipy_fn`` with SciPy's own parameters, names and positions (so
     the vjps see the call as it was written), except that ``overwrite_a`` and
     ``overwrite_b`` are always passed on as False: a Tensor's data must never change
     behind the recorded graph.
+
+    On a backend array (CuPy), which SciPy's Python code cannot take, the forward runs
+    the backend's own ``scipy.linalg`` function of that name if it has one, else
+    ``on_device`` (same parameters): the same result from ``numpy.linalg`` functions,
+    which NumPy's dispatch sends to the backend. ``on_device`` raises TypeError for
+    options it has no exact counterpart for.
     """
 
     @functools.cache
@@ -672,10 +680,14 @@ def scipy_forward(scipy_fn: Callable) -> tuple[Callable, Callable]:
         try:
             return fn(*args, **kwargs)
         except TypeError:  # a device array (CuPy): the backend's own scipy.linalg function
-            own = backend_linalg(scipy_fn.__name__, (*args, *kwargs.values()))
-            if own is None:
+            if first_foreign((*args, *kwargs.values())) is None:
                 raise
-            return own(*args, **kwargs)
+            own = backend_linalg(scipy_fn.__name__, (*args, *kwargs.values()))
+            if own is not None:
+                return own(*args, **kwargs)
+            if on_device is None:
+                raise
+            return on_device(*args, **kwargs)
 
     forward.__name__ = forward.__qualname__ = f"_{scipy_fn.__name__}"
     forward.__doc__ = f"``scipy.linalg.{scipy_fn.__name__}``, never overwriting its inputs."

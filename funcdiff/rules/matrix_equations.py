@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import first_foreign, on_device_of, zeros
 from funcdiff._core.lazy import scipy  # scipy.linalg is imported on first use
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff.rules.cases import Arg, Case
@@ -123,7 +124,35 @@ register(
 @dispatching
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
     """``scipy.linalg.solve_banded``, never overwriting its inputs."""
-    return scipy.linalg.solve_banded(l_and_u, ab, b, check_finite=check_finite)
+    try:
+        return scipy.linalg.solve_banded(l_and_u, ab, b, check_finite=check_finite)
+    except TypeError:  # a backend array (CuPy), whose scipy.linalg has no banded solver
+        if first_foreign((ab, b)) is None:
+            raise
+        return _solve_banded_on_device(l_and_u, ab, b)
+
+
+def _solve_banded_on_device(l_and_u, ab, b):
+    """The same solution on a backend array: the matrix whose band ``ab`` holds, built
+    on the device and solved there by ``numpy.linalg.solve`` (dense: ``O(n^3)``)."""
+    lower, upper = _bands(l_and_u)
+    if np.ndim(ab) != 2 or np.ndim(b) not in (1, 2):
+        raise TypeError(
+            "scipy.linalg.solve_banded on this array type takes a 2-d ab and a 1-d or "
+            f"2-d b, got ab of shape {np.shape(ab)} and b of shape {np.shape(b)}"
+        )
+    rows, n = np.shape(ab)
+    if rows != lower + upper + 1:
+        raise ValueError(
+            f"invalid values for the number of lower and upper diagonals: l+u+1 "
+            f"({lower + upper + 1}) does not equal ab.shape[0] ({rows})"
+        )
+    r, j = np.meshgrid(np.arange(rows), np.arange(n), indexing="ij")
+    i = r + j - upper  # a[i, j] = ab[u + i - j, j]
+    keep = (i >= 0) & (i < n)
+    dense = zeros((n, n), np.result_type(ab.dtype, np.float64), like=ab)
+    dense[i[keep], j[keep]] = ab[r[keep], j[keep]]  # host indices, device values
+    return np.linalg.solve(dense, b)
 
 
 def _bands(l_and_u: Any) -> tuple[int, int]:
@@ -139,7 +168,7 @@ def _transposed_band(ab: Any, lower: int, upper: int) -> Any:
     cols = np.arange(n)[None, :] + r - lower
     valid = (cols >= 0) & (cols < n)
     gathered = ab[np.broadcast_to(upper + lower - r, (rows, n)), np.clip(cols, 0, n - 1)]
-    return np.where(valid, gathered, 0.0)
+    return np.where(on_device_of(valid, gathered), gathered, 0.0)
 
 
 def _solve_banded_vjp_all(needs, g, ans, l_and_u, ab, b, *args, **kwargs):
@@ -165,7 +194,7 @@ def _solve_banded_vjp_all(needs, g, ans, l_and_u, ab, b, *args, **kwargs):
             outer = y[..., picked] * ans[None, :]
         else:
             outer = np.sum(y[..., picked, :] * ans[None, :, :], axis=-1)
-        grad_ab = np.where(valid, -outer, 0.0)
+        grad_ab = np.where(on_device_of(valid, outer), -outer, 0.0)
     return (None, grad_ab, y if needs[2] else None)
 
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.backends import on_device_of
+from funcdiff._core.backends import is_array, is_foreign, on_device_of
 from funcdiff._core.registry import register
-from funcdiff._core.tensor import values_read
+from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.indexing import scatter
 from funcdiff.rules.shape import (
@@ -72,7 +72,8 @@ def _repeat_vjp(g, ans, a, repeats, axis=None):
     batch = _batch(g, ans)
     nb = len(batch)
     shape = np.shape(a)
-    reps = np.asarray(values_read(repeats))
+    reps = values_read(repeats)
+    reps = reps if is_foreign(reps) else np.asarray(reps)  # device repeats stay there
     if axis is None:
         core, ax = (int(np.prod(shape)),), 0
     else:
@@ -82,7 +83,7 @@ def _repeat_vjp(g, ans, a, repeats, axis=None):
         split = batch + core[:ax] + (n, int(reps.reshape(-1)[0])) + core[ax + 1 :]
         out = np.sum(np.reshape(g, split), axis=nb + ax + 1)
     else:
-        source = np.repeat(np.arange(n), reps)
+        source = np.repeat(on_device_of(np.arange(n), reps), reps)
         out = scatter(g, ans, (slice(None),) * ax + (source,), core)
     return np.reshape(out, batch + shape)
 
@@ -421,6 +422,8 @@ def _diff(a, n=1, axis=-1, prepend=_NOVALUE, append=_NOVALUE):
     parts = [a]
     for at, extra in ((0, prepend), (2, append)):
         if extra is not _NOVALUE:
+            if not (is_array(extra) or isinstance(extra, Tensor)):
+                extra = on_device_of(np.asarray(extra), a)  # a number: on a's device
             if np.ndim(extra) == 0:
                 shape = list(np.shape(a))
                 shape[ax] = 1

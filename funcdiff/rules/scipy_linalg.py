@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from funcdiff._core.backends import on_device_of
+from funcdiff._core.backends import first_foreign, on_device_of
 from funcdiff._core.lazy import scipy  # scipy.linalg is imported on first use
 from funcdiff._core.registry import Rule, register
 from funcdiff.rules.cases import Arg, Case
@@ -64,9 +64,126 @@ from funcdiff.rules.linalg_common import (
 from funcdiff.rules.structure import DENSE
 
 
-def _tri_mask(n: int, lower: bool, k: int = 0) -> np.ndarray:
+def _tri_mask(n: int, lower: bool, k: int = 0, like=None) -> np.ndarray:
+    """Ones on the triangle (``k`` diagonals beyond it), as an array of ``like``'s type."""
     ones = np.ones((n, n))
-    return np.tril(ones, k) if lower else np.triu(ones, -k)
+    mask = np.tril(ones, k) if lower else np.triu(ones, -k)
+    return mask if like is None else on_device_of(mask, like)
+
+
+# ------------------------------------------------- the same results on backend arrays
+# SciPy's Python code cannot take a backend array (CuPy); these give its results from
+# numpy.linalg functions that NumPy's dispatch sends to the backend, for the options
+# whose meaning they keep exactly, and raise TypeError (named by the caller) otherwise.
+# SciPy's check_finite reads the values, which a device array is never asked for.
+def _no_counterpart(name: str, option: str) -> TypeError:
+    return TypeError(f"scipy.linalg.{name} with {option} has no counterpart on this array type")
+
+
+def _mirrored(a, lower: bool, conjugate: bool):
+    """The symmetric (``conjugate``: Hermitian) matrix whose ``lower`` (else upper)
+    triangle is that of ``a``: what SciPy's symmetric solvers read."""
+    half = np.tril(a, -1) if lower else np.triu(a, 1)
+    half_t = np.conj(mT(half)) if conjugate else mT(half)
+    diag = np.real(a) if conjugate else a  # LAPACK reads a Hermitian diagonal as real
+    return half + half_t + diag * _eye(np.shape(a)[-1], a)
+
+
+def _eye(n: int, like):
+    return on_device_of(np.eye(n), like)
+
+
+def _matrix_read(name: str, a, assume_a, lower: bool):
+    """The matrix SciPy's solver for ``assume_a`` reads from ``a``, and whether it must
+    be positive definite."""
+    n = np.shape(a)[-1]
+    if assume_a in _GENERAL:  # None and "banded" detect the structure from the values
+        return a, False
+    if assume_a == "diagonal":
+        return a * _eye(n, a), False
+    if assume_a == "tridiagonal":
+        return a * _tri_mask(n, True, 1, a) * _tri_mask(n, False, 1, a), False
+    if assume_a in ("upper triangular", "lower triangular"):
+        return a * _tri_mask(n, assume_a == "lower triangular", 0, a), False
+    if assume_a in _SYMMETRIC_KINDS:
+        hermitian = assume_a not in ("sym", "symmetric") and np.iscomplexobj(a)
+        return _mirrored(a, bool(lower), hermitian), assume_a in ("pos", "positive definite")
+    raise _no_counterpart(name, f"assume_a={assume_a!r}")
+
+
+def _check_positive_definite(m) -> None:
+    """Raise LinAlgError, as SciPy's Cholesky-based solvers do, unless ``m`` is
+    positive definite (the backend's cholesky checks it)."""
+    np.linalg.cholesky(m)
+
+
+def _solve_on_device(
+    a,
+    b,
+    lower=False,
+    overwrite_a=False,
+    overwrite_b=False,
+    check_finite=True,
+    assume_a=None,
+    transposed=False,
+):
+    _check_structure(assume_a)
+    if transposed and np.iscomplexobj(a):
+        raise NotImplementedError(
+            "scipy.linalg.solve can currently not solve a^T x = b or a^H x = b for "
+            "complex matrices."
+        )
+    m, positive = _matrix_read("solve", a, assume_a, lower)
+    if positive:
+        _check_positive_definite(m)
+    # numpy.linalg.solve reads b as SciPy does: (N,) a vector, (..., N, K) matrices
+    return np.linalg.solve(mT(m) if transposed else m, b)
+
+
+# What scipy.linalg.inv takes; its "diagonal" keeps the off-diagonal entries of a in
+# its result (SciPy 1.17), which the inverse of the diagonal would not reproduce.
+_INV_ON_DEVICE = (
+    None,
+    "gen",
+    "general",
+    "sym",
+    "her",
+    "pos",
+    "upper triangular",
+    "lower triangular",
+)
+
+
+def _inv_on_device(a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
+    _check_structure(assume_a)
+    if assume_a not in _INV_ON_DEVICE:
+        raise _no_counterpart("inv", f"assume_a={assume_a!r}")
+    m, positive = _matrix_read("inv", a, assume_a, lower)
+    if positive:
+        _check_positive_definite(m)
+    return np.linalg.inv(m)
+
+
+def _det_on_device(a, overwrite_a=False, check_finite=True):
+    return np.linalg.det(a)
+
+
+def _cho_factor_on_device(a, lower=False, overwrite_a=False, check_finite=True):
+    # LAPACK's potrf factors the triangle that lower names and leaves the other as in a.
+    n = np.shape(a)[-1]
+    factor = np.linalg.cholesky(_mirrored(a, bool(lower), np.iscomplexobj(a)))
+    if not lower:
+        factor = np.conj(mT(factor))
+    keep = _tri_mask(n, bool(lower), 0, a)
+    return factor * keep + a * (1.0 - keep), bool(lower)
+
+
+def _cho_solve_on_device(c_and_lower, b, overwrite_b=False, check_finite=True):
+    c, lower = c_and_lower
+    n = np.shape(c)[-1]
+    factor = c * _tri_mask(n, bool(lower), 0, c)
+    low = factor if lower else np.conj(mT(factor))  # a = low low^H
+    return np.linalg.solve(np.conj(mT(low)), np.linalg.solve(low, b))
 
 
 # ----------------------------------------------------------------------------- scipy.linalg
@@ -132,13 +249,13 @@ register(
 )
 
 
-_cho_factor, cho_factor = scipy_forward(scipy.linalg.cho_factor)
+_cho_factor, cho_factor = scipy_forward(scipy.linalg.cho_factor, _cho_factor_on_device)
 
 
 def _cho_factor_vjp(g, ans, a, lower=False, overwrite_a=False, check_finite=True):
     c, gc = ans[0], g[0]
     n = np.shape(a)[-1]
-    mask = _tri_mask(n, bool(lower))
+    mask = _tri_mask(n, bool(lower), 0, c)
     factor = c * mask
     gfactor = gc * mask
     if lower:
@@ -167,7 +284,7 @@ register(
 )
 
 
-_cho_solve, cho_solve = scipy_forward(scipy.linalg.cho_solve)
+_cho_solve, cho_solve = scipy_forward(scipy.linalg.cho_solve, _cho_solve_on_device)
 
 
 def _cho_solve_vjp_all(needs, g, ans, c_and_lower, b, overwrite_b=False, check_finite=True):
@@ -184,7 +301,7 @@ def _cho_solve_vjp_all(needs, g, ans, c_and_lower, b, overwrite_b=False, check_f
         outer = solution_outer(gb, ans, vector)
         s = -(outer + mT(outer))
         n = np.shape(c)[-1]
-        mask = _tri_mask(n, lower)
+        mask = _tri_mask(n, lower, 0, c)
         if lower:
             gc = (np.matmul(s, c * mask)) * mask
         else:
@@ -218,8 +335,10 @@ _expm, expm = scipy_forward(scipy.linalg.expm)
 def _block_upper(diag, corner):
     """``[[diag, corner], [0, diag]]`` built with einsum (recorded, stacks broadcast)."""
     n = np.shape(diag)[-1]
-    on_diag = np.einsum("pq,...ij->...piqj", np.eye(2), diag)
-    off = np.einsum("pq,...ij->...piqj", np.array([[0.0, 1.0], [0.0, 0.0]]), corner)
+    on_diag = np.einsum("pq,...ij->...piqj", _eye(2, diag), diag)
+    off = np.einsum(
+        "pq,...ij->...piqj", on_device_of(np.array([[0.0, 1.0], [0.0, 0.0]]), diag), corner
+    )
     block = on_diag + off
     return np.reshape(block, tuple(np.shape(block)[:-4]) + (2 * n, 2 * n))
 
@@ -283,13 +402,13 @@ def _project_structure(ga, n: int, assume_a, lower: bool):
     if assume_a in _SYMMETRIC_KINDS:
         return symmetrize(ga)
     if assume_a == "diagonal":
-        return ga * np.eye(n)
+        return ga * _eye(n, ga)
     if assume_a == "tridiagonal":
-        return ga * (np.tri(n, n, 1) * np.tri(n, n, 1).T)
-    return ga * _tri_mask(n, assume_a == "lower triangular")
+        return ga * on_device_of(np.tri(n, n, 1) * np.tri(n, n, 1).T, ga)
+    return ga * _tri_mask(n, assume_a == "lower triangular", 0, ga)
 
 
-_scipy_solve, scipy_solve = scipy_forward(scipy.linalg.solve)
+_scipy_solve, scipy_solve = scipy_forward(scipy.linalg.solve, _solve_on_device)
 
 
 def _scipy_solve_vjp_all(
@@ -351,7 +470,7 @@ register(
 )
 
 
-_scipy_inv, scipy_inv = scipy_forward(scipy.linalg.inv)
+_scipy_inv, scipy_inv = scipy_forward(scipy.linalg.inv, _inv_on_device)
 
 
 def _scipy_inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
@@ -378,7 +497,7 @@ register(
 )
 
 
-_scipy_det, scipy_det = scipy_forward(scipy.linalg.det)
+_scipy_det, scipy_det = scipy_forward(scipy.linalg.det, _det_on_device)
 register(
     Rule(
         "scipy.linalg.det",
@@ -422,7 +541,19 @@ def _scipy_eigh(
         raise ValueError(
             f"funcdiff.linalg.eigh: gradient must be 'triangle' or 'symmetric', got {gradient!r}"
         )
-    return scipy.linalg.eigh(a, lower=lower, eigvals_only=eigvals_only, check_finite=check_finite)
+    try:
+        return scipy.linalg.eigh(
+            a, lower=lower, eigvals_only=eigvals_only, check_finite=check_finite
+        )
+    except TypeError:  # a backend array (CuPy): numpy.linalg reads the same triangle
+        if first_foreign((a,)) is None:
+            raise
+        uplo = "L" if lower else "U"
+        return (
+            np.linalg.eigvalsh(a, UPLO=uplo)
+            if eigvals_only
+            else tuple(np.linalg.eigh(a, UPLO=uplo))
+        )
 
 
 scipy_eigh = dispatching_nested(_scipy_eigh)

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff._core.backends import backend_signal
 from funcdiff._core.lazy import scipy  # scipy.signal is imported on first use
 from funcdiff._core.registry import Rule, Structure, batch_ndim, dispatching, register
 from funcdiff._core.tensor import Tensor
@@ -59,7 +60,13 @@ def full_convolve(a: Any, b: Any, method: str = "direct") -> Any:
         if np.ndim(a) == 1 and np.ndim(b) == 1:
             return np.convolve(a, b, mode="full")
         method = "direct"  # a batch of cotangents: the same sums, with a leading axis
-    return scipy.signal.convolve(a, b, mode="full", method=method)
+    try:
+        return scipy.signal.convolve(a, b, mode="full", method=method)
+    except TypeError:  # a backend array (CuPy): the backend's own scipy.signal.convolve
+        own = backend_signal("convolve", (a, b))
+        if own is None:
+            raise
+        return own(a, b, mode="full", method=method)
 
 
 def _crop(x: Any, starts: tuple[int, ...], lengths: tuple[int, ...]) -> Any:

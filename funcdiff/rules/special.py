@@ -11,7 +11,9 @@ wrappers) and registers the rule under both the wrapper and SciPy's function.
 Every derivative is written with registered functions, so each order is again
 differentiable: ``gammaln' = digamma``, ``digamma' = polygamma(1, x)`` and
 ``polygamma(n, x)' = polygamma(n + 1, x)``; Bessel derivatives use the recurrences
-(``J_v' = (J_{v-1} - J_{v+1}) / 2`` and friends), which are regular at 0.
+(``J_v' = (J_{v-1} - J_{v+1}) / 2`` and friends), which are regular at 0; those of the
+order-1 functions use integer orders only (``J_1' = J_0 - J_1 / x``, with the power
+series of ``J_1 / x`` near 0), so that they run wherever ``j0`` and ``j1`` do.
 
 Orders of Bessel functions and the first argument of ``gammainc``/``gammaincc`` have
 no derivative rule: a Tensor that requires grad there raises NotImplementedError
@@ -22,6 +24,7 @@ rather than getting a silently wrong (zero) gradient. Integer orders (``polygamm
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import scipy.special as sp
@@ -32,6 +35,7 @@ from funcdiff._core.backends import as_array, on_device_of, special_module
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff._core.tensor import Tensor, values_read
 from funcdiff.rules.cases import Arg, Case
+from funcdiff.rules.device_special import betaincc_from, on_device
 from funcdiff.rules.elementwise import binary_cases, constant, unary, unary_cases
 from funcdiff.rules.structure import ELEMENTWISE
 
@@ -259,11 +263,15 @@ _betainc_cases = (
     Case((np.array([0.5, 1.0, 3.0]), 2.0, Arg((2, 3), 0.1, 0.9))),
     Case((Arg((2, 1), 0.5, 3.0, diff=False), Arg((1, 3), 0.5, 3.0, diff=False), Arg((), 0.2, 0.8))),
 )
-for _ufunc, _sign in ((sp.betainc, 1.0), (sp.betaincc, -1.0)):
+# cupyx.scipy.special has no betaincc: on backend arrays it comes from betainc.
+for _ufunc, _sign, _forward in (
+    (sp.betainc, 1.0, sp.betainc),
+    (sp.betaincc, -1.0, on_device(sp.betaincc, betaincc_from)),
+):
     register(
         Rule(
             _ufunc.__name__,
-            _ufunc,
+            _forward,
             vjps={2: lambda g, ans, a, b, x, s=_sign: s * g * _betainc_density(a, b, x)},
             cases=_betainc_cases,
             convention="derivative with respect to x only; a Tensor requiring grad in a or b "
@@ -462,12 +470,48 @@ _binary(
 )
 
 # ---------------------------------------------------------------- Bessel functions
+# The derivatives of the order-1 functions use integer orders only (``J1' = J0 - J1/x``
+# and friends), which every backend's special-function module has; ``J1/x`` and ``I1/x``
+# are regular at 0, where their power series replaces the quotient.
+_J1_SERIES = tuple(
+    (-1.0) ** k / (2.0 * math.factorial(k) * math.factorial(k + 1)) for k in range(10)
+)
+_I1_SERIES = tuple(abs(c) for c in _J1_SERIES)
+
+
+def _first_order_over_x(f, series, x):
+    """``f(x) / x`` for ``f`` = ``j1`` or ``i1``: the power series in ``x**2 / 4``
+    (``series``) for ``|x| < 1``, where the quotient would lose digits in its
+    derivatives, and the quotient elsewhere; every order stays exact at 0."""
+    small = np.abs(x) < 1.0
+    safe = np.where(small, 1.0, x)
+    t = x * x * 0.25
+    power_series = series[-1]
+    for c in series[-2::-1]:
+        power_series = power_series * t + c
+    return np.where(small, power_series, f(safe) / safe)
+
+
+def _j1_vjp(g, ans, x):
+    return g * (sp.j0(x) - _first_order_over_x(sp.j1, _J1_SERIES, x))
+
+
+def _i1_vjp(g, ans, x):
+    return g * (sp.i0(x) - _first_order_over_x(sp.i1, _I1_SERIES, x))
+
+
+def _i1e_vjp(g, ans, x):
+    # i1e = exp(-|x|) i1: i1e' = i0e - exp(-|x|) i1 / x - sign(x) i1e
+    over_x = np.exp(-np.abs(x)) * _first_order_over_x(sp.i1, _I1_SERIES, x)
+    return g * (sp.i0e(x) - over_x - np.sign(x) * ans)
+
+
 _unary(sp.j0, lambda g, ans, x: -g * sp.j1(x), -4.0, 4.0)
-_unary(sp.j1, lambda g, ans, x: g * 0.5 * (sp.j0(x) - sp.jv(2.0, x)), -4.0, 4.0)
+_unary(sp.j1, _j1_vjp, -4.0, 4.0, cases=(Case((Arg((3, 4), -1.2, 1.2),)),))
 _unary(sp.y0, lambda g, ans, x: -g * sp.y1(x), 0.3, 4.0)
-_unary(sp.y1, lambda g, ans, x: g * 0.5 * (sp.y0(x) - sp.yv(2.0, x)), 0.3, 4.0)
+_unary(sp.y1, lambda g, ans, x: g * (sp.y0(x) - sp.y1(x) / x), 0.3, 4.0)
 _unary(sp.i0, lambda g, ans, x: g * sp.i1(x), -3.0, 3.0)
-_unary(sp.i1, lambda g, ans, x: g * 0.5 * (sp.i0(x) + sp.iv(2.0, x)), -3.0, 3.0)
+_unary(sp.i1, _i1_vjp, -3.0, 3.0, cases=(Case((Arg((3, 4), -1.2, 1.2),)),))
 _unary(
     sp.i0e,
     lambda g, ans, x: g * (sp.i1e(x) - np.sign(x) * ans),
@@ -475,13 +519,11 @@ _unary(
     3.0,
     convention="kink at 0 (exp(-|x|)): gradient 0 there, like abs",
 )
-_unary(
-    sp.i1e, lambda g, ans, x: g * (0.5 * (sp.i0e(x) + sp.ive(2.0, x)) - np.sign(x) * ans), -3.0, 3.0
-)
+_unary(sp.i1e, _i1e_vjp, -3.0, 3.0, cases=(Case((Arg((3, 4), -1.2, 1.2),)),))
 _unary(sp.k0, lambda g, ans, x: -g * sp.k1(x), 0.3, 4.0)
-_unary(sp.k1, lambda g, ans, x: -g * 0.5 * (sp.k0(x) + sp.kv(2.0, x)), 0.3, 4.0)
+_unary(sp.k1, lambda g, ans, x: -g * (sp.k0(x) + sp.k1(x) / x), 0.3, 4.0)
 _unary(sp.k0e, lambda g, ans, x: g * (ans - sp.k1e(x)), 0.3, 4.0)
-_unary(sp.k1e, lambda g, ans, x: g * (ans - 0.5 * (sp.k0e(x) + sp.kve(2.0, x))), 0.3, 4.0)
+_unary(sp.k1e, lambda g, ans, x: g * (ans - sp.k0e(x) - ans / x), 0.3, 4.0)
 # np.i0 is a NumPy function (NEP 18), not a ufunc.
 register(
     Rule(

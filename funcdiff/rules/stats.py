@@ -65,7 +65,10 @@ class Spec:
     ``formulas`` maps ``logpdf``, ``logcdf``, ``cdf``, ``logsf``, ``sf`` (and optionally
     ``pdf``) to functions of ``(z, *shapes)``; a missing log form is the log of the plain
     one, a missing ``pdf`` is ``exp(logpdf)``. ``no_closed_form`` maps a shape name to
-    the reason its CDF derivative is not available.
+    the reason its CDF derivative is not available. ``median`` (a function of the
+    shapes' values) places the seam of SciPy's default ``logcdf``/``logsf`` with
+    ``scipy.special`` functions, which run on every backend's arrays; without it the
+    seam comes from SciPy's ``ppf``, which runs on the host only.
     """
 
     name: str
@@ -78,6 +81,7 @@ class Spec:
     open_pdf: bool = False
     no_closed_form: dict[str, str] = field(default_factory=dict)
     discrete: bool = False
+    median: Callable | None = None
 
     def check(self, *shapes: np.ndarray) -> np.ndarray:
         if self.argcheck is not None:
@@ -112,9 +116,12 @@ def _log_tail(spec: Spec, method: str) -> Callable:
     dist = getattr(scipy.stats, spec.name)
 
     def f(z, *shapes):
-        median = np.asarray(dist.ppf(0.5, *[_data(s) for s in shapes]), dtype=float)
         zd = _data(z)
-        median = on_device_of(median, zd)  # SciPy's ppf of constant shapes: on zd's device
+        if spec.median is not None:
+            median = spec.median(*[_data(s) for s in shapes])
+        else:
+            median = np.asarray(dist.ppf(0.5, *[_data(s) for s in shapes]), dtype=float)
+        median = on_device_of(median, zd)  # constant shapes: on zd's device
         first = zd < median if method == "logcdf" else zd > median
         if np.all(first):
             return np.log(near(z, *shapes))
@@ -324,6 +331,7 @@ _spec(
         "sf": lambda z, a: sp.gammaincc(a, z),
     },
     no_closed_form={"a": "d/da gammainc(a, x) has no closed form"},
+    median=lambda a: sp.gammaincinv(a, 0.5),
 )
 _spec(
     "beta",
@@ -340,6 +348,7 @@ _spec(
         "a": "d/da betainc(a, b, x) has no closed form",
         "b": "d/db betainc(a, b, x) has no closed form",
     },
+    median=lambda a, b: sp.betaincinv(a, b, 0.5),
 )
 _spec(
     "chi2",
@@ -355,6 +364,7 @@ _spec(
         "sf": lambda z, df: sp.gammaincc(df / 2.0, z / 2.0),
     },
     no_closed_form={"df": "d/d(df) gammainc(df/2, x/2) has no closed form"},
+    median=lambda df: 2.0 * sp.gammaincinv(df / 2.0, 0.5),
 )
 _spec(
     "expon",

@@ -27,6 +27,7 @@ import scipy.special as sp
 from scipy.special import _ufuncs
 
 from funcdiff._core.arrays import anywhere, everywhere
+from funcdiff._core.backends import first_foreign, is_foreign, on_device_of, special_module
 from funcdiff._core.registry import Rule, dispatching, register
 from funcdiff.rules.cases import Arg, Case
 from funcdiff.rules.structure import ELEMENTWISE
@@ -61,9 +62,16 @@ def _zeta_derivative(n: int, x, q) -> np.ndarray:
     n = int(n)
     if n < 0:
         raise ValueError(f"zeta_derivative needs an order n >= 0, got {n}")
-    x = np.asarray(x, dtype=float)
-    q = np.asarray(q, dtype=float)
+    device = first_foreign((x, q))
+    if device is None:
+        x = np.asarray(x, dtype=float)
+        q = np.asarray(q, dtype=float)
+    else:  # a backend array (CuPy): both on its device, the sums run there
+        x, q = (v if is_foreign(v) else on_device_of(np.asarray(v, float), device) for v in (x, q))
+        x, q = (v if v.dtype.kind == "f" else v.astype(float) for v in (x, q))
     if n == 0:
+        if device is not None:
+            return special_module(device).zeta(x, q)
         return np.asarray(_ufuncs._zeta(x, q))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         direct = sum((-np.log(q + k)) ** n * (q + k) ** (-x) for k in range(_TERMS))
@@ -81,7 +89,7 @@ def _zeta_derivative(n: int, x, q) -> np.ndarray:
             bracket = [b + scale * r for b, r in zip(bracket, rising)]
             rising = _times_linear(_times_linear(rising, x + (2 * j - 1)), x + 2 * j)
         tail = _mul(power, bracket)[n] * math.factorial(n)
-        return np.asarray(direct + tail)
+        return direct + tail if device is not None else np.asarray(direct + tail)
 
 
 @dispatching
@@ -97,6 +105,16 @@ def _derivative_vjp_q(g, ans, n, x, q):
     if n > 0:
         out = out - n * zeta_derivative(n - 1, x + 1.0, q)
     return g * out
+
+
+def _hurwitz(x, q):
+    """``zeta(x, q)`` in a vjp: the rule again on Tensors, the backend's own ``zeta``
+    on backend arrays (SciPy's private ufunc is not among its functions)."""
+    if not any(hasattr(type(v), "grad_fn") for v in (x, q)):
+        device = first_foreign((x, q))
+        if device is not None:
+            return special_module(device).zeta(x, q)
+    return _ufuncs._zeta(x, q)
 
 
 _CASES = (
@@ -131,7 +149,7 @@ register(
         _ufuncs._zeta,
         vjps={
             0: lambda g, ans, x, q: g * zeta_derivative(1, x, q),
-            1: lambda g, ans, x, q: -g * x * _ufuncs._zeta(x + 1.0, q),
+            1: lambda g, ans, x, q: -g * x * _hurwitz(x + 1.0, q),
         },
         cases=_CASES,
         convention="Hurwitz zeta(x, q) for x > 1 and q > 0; d/dx by Euler-Maclaurin summation",
@@ -143,6 +161,25 @@ register(
 )
 
 _LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _riemann_zeta(x):
+    """SciPy's ``_riemann_zeta(x)`` (what ``scipy.special.zeta(x)`` calls); on a backend
+    array (CuPy), whose special functions have no Riemann zeta of one argument, the same
+    function as ``zetac(x) + 1``."""
+    try:
+        return _ufuncs._riemann_zeta(x)
+    except TypeError:
+        device = None if hasattr(type(x), "grad_fn") else first_foreign((x,))
+        zetac = None if device is None else getattr(special_module(device), "zetac", None)
+        if zetac is None:
+            raise
+        return zetac(x) + 1.0
+
+
+def _riemann(x):
+    """``zeta(x)`` in a vjp: the rule again on Tensors, :func:`_riemann_zeta` on arrays."""
+    return _ufuncs._riemann_zeta(x) if hasattr(type(x), "grad_fn") else _riemann_zeta(x)
 
 
 def _riemann_zeta_vjp(g, ans, x):
@@ -162,7 +199,7 @@ def _riemann_zeta_vjp(g, ans, x):
     chi_prime = scale * (
         np.sin(half) * (_LOG_2PI - sp.digamma(1.0 - xl)) + 0.5 * np.pi * np.cos(half)
     )
-    left = chi_prime * _ufuncs._riemann_zeta(1.0 - xl) - chi * zeta_derivative(1, 1.0 - xl, 1.0)
+    left = chi_prime * _riemann(1.0 - xl) - chi * zeta_derivative(1, 1.0 - xl, 1.0)
     if not anywhere(right):
         return g * left
     return g * np.where(right, zeta_derivative(1, np.where(right, x, 2.0), 1.0), left)
@@ -171,7 +208,7 @@ def _riemann_zeta_vjp(g, ans, x):
 register(
     Rule(
         "riemann_zeta",
-        _ufuncs._riemann_zeta,
+        _riemann_zeta,
         vjps={0: _riemann_zeta_vjp},
         cases=(
             Case((Arg((3, 4), 1.5, 5.0),)),

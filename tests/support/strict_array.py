@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import scipy.linalg
+import scipy.signal
 import scipy.special
 
 import funcdiff.backends
@@ -44,6 +45,7 @@ __all__ = [
     "HOST_READS",
     "namespace",
     "special",
+    "signal",
     "strict",
 ]
 
@@ -404,12 +406,12 @@ class _AddAt:
         np.add.at(out._a, _index(cls, index), cls._unwrap(values))
 
 
-# What ``cupyx.scipy.special`` has (CuPy 14); not Bessel functions of real order
-# (jv, yv, iv, kv and their scaled forms), kn, betaincc, stdtr.
+# Some of what ``cupyx.scipy.special`` has (CuPy 14, public names only); not Bessel
+# functions of real order (jv, yv, iv, kv and their scaled forms), kn, betaincc, stdtr.
 _SPECIAL_NAMES = """erf erfc erfcx erfinv erfcinv gamma gammaln loggamma rgamma psi digamma
 polygamma multigammaln expit logit log_expit ndtr log_ndtr ndtri xlogy xlog1py entr rel_entr kl_div
-huber pseudo_huber beta betaln betainc gammainc gammaincc zeta _zeta _riemann_zeta i0 i0e
-i1 i1e k0 k0e k1 k1e j0 j1 y0 y1 yn exp2 exp10 expm1 log1p cbrt""".split()
+huber pseudo_huber beta betaln betainc gammainc gammaincc zeta zetac i0 i0e i1 i1e k0 k0e k1
+k1e j0 j1 y0 y1 yn exp2 exp10 expm1 log1p cbrt cosm1 gammaincinv betaincinv""".split()
 
 #: The backend's special-function module (``cupyx.scipy.special`` for CuPy).
 special = types.SimpleNamespace(
@@ -427,6 +429,11 @@ linalg = types.SimpleNamespace(
     }
 )
 
+#: The backend's ``scipy.signal`` (``cupyx.scipy.signal`` for CuPy): its convolutions.
+signal = types.SimpleNamespace(
+    **{name: _SpecialFunction(getattr(scipy.signal, name)) for name in ("convolve", "correlate")}
+)
+
 #: The backend's array namespace (``cupy`` for CuPy): what dispatch cannot reach.
 namespace = types.SimpleNamespace(add=_AddAt())
 
@@ -435,4 +442,5 @@ funcdiff.backends.register_backend(
     namespace="support.strict_array:namespace",
     special="support.strict_array:special",
     linalg="support.strict_array:linalg",
+    signal="support.strict_array:signal",
 )
