@@ -27,6 +27,7 @@ array([0.        , 0.42336002])
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -200,12 +201,40 @@ class Program:
             got = _emit(kernels(*arrays), self.copies)
         except GuardFailure:
             got = None
-        if got is not None and jit.agree(got, expected):
+        if got is None or not jit.agree(got, expected):
+            self.info["jit"] = {**summary, "kernels": 0, "disagreed": True}
+        elif self.compile_mode == "auto" and not self._kernels_pay(kernels, arrays):
+            self.info["jit"] = {**summary, "kernels": 0, "slower": True}
+        else:
             self.kernels = kernels
             self.info["jit"] = summary
-        else:
-            self.info["jit"] = {**summary, "kernels": 0, "disagreed": True}
         return expected
+
+    def _kernels_pay(self, kernels: Any, arrays: Sequence[np.ndarray]) -> bool:
+        """Whether the kernels run faster than the NumPy calls (``compile="auto"``).
+
+        Small programs and those made of a few large BLAS or SciPy calls can replay
+        faster as NumPy calls (XLA's fixed cost per kernel call is microseconds, and
+        its products are no faster than NumPy's); both are timed on these inputs,
+        alternately, best of up to three runs each. The NumPy form is kept as
+        generated code when it wins.
+        """
+        numpy_run = compile_program(self.code, self.inputs, self.template, self.outputs, _OPCODES)
+        if numpy_run is None:
+            return True
+        best = {"kernels": np.inf, "numpy": np.inf}
+        for _ in range(3):
+            for name, fn in (("kernels", kernels), ("numpy", numpy_run)):
+                began = time.perf_counter()
+                fn(*arrays)
+                best[name] = min(best[name], time.perf_counter() - began)
+            if best["kernels"] + best["numpy"] > 0.05:
+                break  # long runs: one each decides
+        if best["kernels"] < best["numpy"]:
+            return True
+        self.compiled = numpy_run
+        self.info["compiled"] = True
+        return False
 
     def interpret(self, arrays: Sequence[np.ndarray]) -> Any:
         """:meth:`run` by the instruction loop (for programs too long to compile)."""
