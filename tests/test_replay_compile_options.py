@@ -149,3 +149,59 @@ def test_true_keeps_kernels_even_when_slower(monkeypatch: pytest.MonkeyPatch) ->
     vg(np.linspace(-1.0, 1.0, 400))
     (prog,) = [p for ps in vg._cache.values() for p in ps]
     assert prog.info["jit"]["kernels"] >= 1 and prog.kernels
+
+
+def _rk4(p, steps):
+    dt = 0.05
+    u = np.array([1.0, 0.5, 0.2, 0.1])
+    states = [u]
+    for _ in range(steps):
+
+        def rhs(w):
+            return w * (p + 0.1 * w[::-1])
+
+        k1 = rhs(u)
+        k2 = rhs(u + (0.5 * dt) * k1)
+        k3 = rhs(u + (0.5 * dt) * k2)
+        k4 = rhs(u + dt * k3)
+        u = u + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+        states.append(u)
+    return np.stack(states)
+
+
+def test_a_long_chain_read_at_the_same_indices_is_one_kernel() -> None:
+    """Each value of the sin/tanh chain and its gradient is read twice, but at the same
+    element: XLA computes it once per element, so nothing needs cutting."""
+    rng = np.random.default_rng(5)
+    c, d = rng.uniform(0.95, 1.05, 10), rng.uniform(-0.01, 0.01, 10)
+
+    def f(x):
+        for _ in range(250):
+            x = np.tanh(np.sin(x) * c + d)
+        return np.sum(x)
+
+    vg = replay.value_and_grad(f, compile=True)
+    x = rng.uniform(-1.0, 1.0, 10)
+    value, grad = vg(x)
+    t = fd.tensor(x, requires_grad=True)
+    want = f(t)
+    (want_grad,) = fd.grad(want, [t])
+    assert want_grad is not None
+    assert value == pytest.approx(float(want.data), rel=1e-12)
+    np.testing.assert_allclose(grad, want_grad.data, rtol=1e-12, atol=1e-15)
+    assert _kernels(vg) == 1
+
+
+def test_auto_leaves_a_loop_of_small_kernels_uncompiled() -> None:
+    """RK4 on four numbers: its reversed reads cut the kernels every few steps, and
+    kernels of a few hundred elements each would replay slower than NumPy calls."""
+    p = np.array([0.3, -0.2, 0.1, 0.05])
+    jac = replay.jacobian(lambda q: _rk4(q, 60), compile="auto")
+    got = jac(p)
+    want = functional.jacobian(lambda q: _rk4(q, 60), fd.tensor(p)).data
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    (prog,) = [q for qs in jac._cache.values() for q in qs]
+    assert prog.info["jit"] is None and prog.kernels is False
+    forced = replay.jacobian(lambda q: _rk4(q, 60), compile=True)
+    np.testing.assert_allclose(forced(p), want, rtol=1e-12, atol=1e-14)
+    assert _kernels(forced) > 1

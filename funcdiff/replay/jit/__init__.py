@@ -134,11 +134,12 @@ def lower(
         work = sum(int(np.prod(s[0])) for s in specs if s is not None)
         if work < AUTO_MIN_WORK:
             return None
-    if not _usable(mode):
-        return None
     from funcdiff.replay.jit._lower import lower as lower_segments
 
-    new_code, summary = lower_segments(code, inputs, template, outputs, specs, ops)
+    min_work = AUTO_MIN_WORK if mode == "auto" else 0
+    new_code, summary = lower_segments(
+        code, inputs, template, outputs, specs, ops, min_work, lambda: _usable(mode)
+    )
     if not summary["kernels"]:
         return None
     return new_code, summary

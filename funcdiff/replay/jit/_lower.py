@@ -134,8 +134,9 @@ def _uniform(a: np.ndarray) -> bool:
 class _Program:
     """A program's instructions in one form: ``(kind, fn, args, kwargs, outs)``."""
 
-    def __init__(self, code: list, ops: dict) -> None:
+    def __init__(self, code: list, ops: dict, specs: list) -> None:
         self.ops = ops
+        self.specs = specs  # each slot's recorded (shape, dtype), or None
         slot = ops["slot"]
         self.calls: list[tuple | None] = []
         self.reads: list[list[int]] = []
@@ -196,15 +197,20 @@ def _candidates(code: list, prog: _Program, specs: list, template: list) -> list
 
 
 def _schedule(
-    prog: _Program, flags: list[bool], guard: list[bool], start: int, produced_by: dict[int, int]
-) -> list:
+    prog: _Program,
+    flags: list[bool],
+    guard: list[bool],
+    start: int,
+    produced_by: dict[int, int],
+    max_kernels: int | None = None,
+) -> list | None:
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
     NumPy instructions keep their order; each kernel holds every candidate whose
     inputs are ready when it starts, in program order, up to the first whose
     expression, unfolded inside the kernel, would pass :data:`MAX_UNFOLDED` (the first
     ready candidate never does: it reads stored values only, so the schedule always
-    moves on). A guard after ``start``
+    moves on); None once there would be more than ``max_kernels``. A guard after ``start``
     (where nothing writes in place any more) runs as soon as its value is ready, so
     that guards do not chain the kernels of independent parts; one before keeps its
     place among the NumPy calls.
@@ -216,6 +222,7 @@ def _schedule(
     candidates = [k for k in range(n) if flags[k]]
     steps: list = []
     cursor = 0
+    made = 0  # kernels
 
     def ready(k: int) -> bool:
         return all(s in ready_slot or s not in produced_by for s in prog.reads[k])
@@ -242,10 +249,11 @@ def _schedule(
         kernel: list[int] = []
         rest: list[int] = []
         unfolded: dict[int, int] = {}  # slot -> its expression's size inside this kernel
+        moved: set[int] = set()  # slots whose expression holds a re-indexed copy
         full = False
         for k in candidates:  # program order: a candidate's producers come first
             if not full and ready(k):
-                size = 1 + sum(unfolded.get(s, 0) for s in prog.reads[k])
+                size = _grown(prog, k, unfolded, moved)
                 # The kernel ends at the first candidate past the cap (not only that
                 # candidate's dependents): the next one starts at the same place in
                 # each step of a loop, so the kernels repeat and compile once.
@@ -259,6 +267,9 @@ def _schedule(
         candidates = rest
         if kernel:
             steps.append(("kernel", kernel))
+            made += 1
+            if max_kernels is not None and made > max_kernels:
+                return None
             guards()
         elif cursor < len(numpy_items) and not ready(numpy_items[cursor]):
             raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
@@ -266,13 +277,52 @@ def _schedule(
     return steps
 
 
+def _grown(prog: _Program, k: int, sizes: dict[int, int], moved: set[int]) -> int:
+    """The size of instruction ``k``'s expression inside a kernel (``sizes`` holds its
+    readers' so far, 0 for a value read from memory), noting in ``moved`` whether its
+    results hold a copy of an expression read at other indices.
+
+    XLA emits an elementwise loop's expression once per element index: a value that
+    several operations read at the same index is computed once, so an elementwise
+    operation on same-shaped operands grows by its largest operand. A value read at
+    other indices (a slice, reversal, roll or broadcast, or any operation that is not
+    an elementwise ufunc) is emitted again for those indices, so there the sizes add
+    up, and so do they in every elementwise operation on such a copy.
+    """
+    fn, _, _, outs = prog.calls[k]  # type: ignore[misc]
+    reads = [s for s in prog.reads[k] if sizes.get(s, 0)]
+    if not reads:
+        return 1
+    specs = prog.specs
+    shape = specs[outs[0]][0] if outs and specs[outs[0]] is not None else None
+    same_index = isinstance(fn, np.ufunc) and all(
+        s not in moved and specs[s] is not None and specs[s][0] == shape for s in reads
+    )
+    if same_index:
+        return 1 + max(sizes[s] for s in reads)
+    moved.update(outs)
+    return 1 + sum(sizes[s] for s in reads)
+
+
+def _work(prog: _Program, positions: list[int]) -> int:
+    """How many elements the instructions at ``positions`` compute."""
+    total = 0
+    for k in positions:
+        call = prog.calls[k]
+        for s in call[3] if call is not None else ():
+            if prog.specs[s] is not None:
+                total += int(np.prod(prog.specs[s][0]))
+    return total
+
+
 def _unfolded(prog: _Program, positions: list[int]) -> int:
     """The size of the largest expression of a kernel, counted as a tree (see
     :data:`MAX_UNFOLDED`)."""
     sizes: dict[int, int] = {}
+    moved: set[int] = set()
     largest = 0
     for k in positions:
-        size = 1 + sum(sizes.get(s, 0) for s in prog.reads[k])
+        size = _grown(prog, k, sizes, moved)
         sizes.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
         largest = max(largest, size)
     return largest
@@ -496,15 +546,25 @@ def _arrays(result: Any) -> list:
 
 
 def lower(
-    code: list, inputs: tuple, template: list, outputs: list[int], specs: list, ops: dict
+    code: list,
+    inputs: tuple,
+    template: list,
+    outputs: list[int],
+    specs: list,
+    ops: dict,
+    min_work: int = 0,
+    usable: Callable[[], bool] = lambda: True,
 ) -> tuple[list, dict]:
     """The program with its candidates as XLA kernels, and what was lowered.
 
     ``ops`` names the program's opcodes (see ``funcdiff.replay.program``); ``specs``
-    holds each slot's recorded ``(shape, dtype)``. Returns the new instruction list
-    (the same instructions where nothing lowered) and a summary.
+    holds each slot's recorded ``(shape, dtype)``. A program whose kernels would
+    compute fewer than ``min_work`` elements each on average (and that needs more
+    than one) is left as it is. Returns the new instruction list (the same
+    instructions where nothing lowered) and a summary. ``usable`` says whether the
+    backend can be used (it imports JAX), asked once a program is worth compiling.
     """
-    prog = _Program(code, ops)
+    prog = _Program(code, ops, specs)
     flags = _candidates(code, prog, specs, template)
     barriers = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
     barrier = barriers[-1] + 1 if barriers else 0
@@ -523,6 +583,16 @@ def lower(
     def needed(slot: int, inside: set) -> bool:
         return slot in final or any(k not in inside for k in readers.get(slot, ()))
 
+    if min_work:
+        # ``compile="auto"``: a program cut into many small kernels (a loop of steps on
+        # a few numbers) would pay XLA's fixed cost per kernel call at each of them and
+        # compile for seconds; it stays NumPy calls.
+        work = _work(prog, [k for k in range(len(code)) if flags[k]])
+        allowed = max(1, work // min_work)
+        if _schedule(prog, flags, guard, barrier, produced_by, max_kernels=allowed) is None:
+            return list(code), {"kernels": 0, "work": work, "kernels_allowed": allowed}
+    if not usable():
+        return list(code), {"kernels": 0}
     failures: list[str] = []
     began = time.perf_counter()
     probed = 0.0
@@ -542,7 +612,9 @@ def lower(
                 flags[k] = False
                 failures.append(why)
         for _ in range(MAX_RETRIES):
-            steps = _schedule(prog, flags, guard, barrier, produced_by)
+            scheduled = _schedule(prog, flags, guard, barrier, produced_by)
+            assert scheduled is not None  # no kernel limit given
+            steps = scheduled
             small = [
                 k for kind, ks in steps if kind == "kernel" and len(ks) < MIN_SEGMENT for k in ks
             ]
