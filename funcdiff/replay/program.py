@@ -140,8 +140,12 @@ class Program:
             "jit": None,
         }
 
-    def run(self, arrays: Sequence[np.ndarray]) -> Any:
+    def run(self, arrays: Sequence[np.ndarray], copy: bool = True) -> Any:
         """The outputs for ``arrays`` (raises :class:`GuardFailure` off the path).
+
+        ``copy=False`` may return inputs, constants of the program or read-only
+        views of a kernel's buffers as they are: for a caller that only reads the
+        outputs before its next call (it saves a copy of each).
 
         The first runs interpret the instructions; a program that is replayed again is
         compiled to straight-line Python (see :mod:`funcdiff.replay._codegen`), which
@@ -155,7 +159,8 @@ class Program:
                 return self._first_compiled_run(arrays)
             if kernels is not False:
                 try:
-                    return _emit(kernels(*arrays), self.copies)
+                    result = kernels(*arrays)
+                    return _emit(result, self.copies) if copy else result
                 except GuardFailure:
                     raise
                 except Exception:  # noqa: BLE001
@@ -164,7 +169,8 @@ class Program:
                     # raise the GuardFailure, or the error, as uncompiled.
                     return self.interpret(arrays)
         if self.compiled is not None:
-            return _emit(self.compiled(*arrays), self.copies)
+            result = self.compiled(*arrays)
+            return _emit(result, self.copies) if copy else result
         self.runs += 1
         if self.runs >= COMPILE_AFTER:
             self.compiled = compile_program(

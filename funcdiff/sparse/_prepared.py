@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core import grad_mode, tracing
-from funcdiff._core.backends import is_foreign, type_name
+from funcdiff._core.backends import copy_array, is_foreign, type_name
 from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import check_callable, check_choice, check_positive_int
@@ -279,7 +279,8 @@ class _Prepared:
         ):
             return None
         try:
-            return (*program.run([x]), entry)
+            value, compressed = program.run([x], copy=False)  # read here, then dropped
+            return copy_array(value), compressed, entry
         except GuardFailure:
             self._programs[id(entry)] = None
             return None
