@@ -473,9 +473,29 @@ register(
 _scipy_inv, scipy_inv = scipy_forward(scipy.linalg.inv, _inv_on_device)
 
 
+def _inv_diagonal_keeps_off_diagonal() -> bool:
+    """Whether this SciPy's ``inv(a, assume_a="diagonal")`` returns ``a``'s off-diagonal
+    entries unchanged beside the inverted diagonal (SciPy 1.17 does), rather than zeros."""
+    try:
+        out = scipy.linalg.inv(np.array([[2.0, 3.0], [5.0, 4.0]]), assume_a="diagonal")
+    except (TypeError, ValueError):  # a SciPy without the option
+        return False
+    return bool(out[0, 1] == 3.0)
+
+
+_INV_DIAGONAL_KEEPS = _inv_diagonal_keeps_off_diagonal()
+
+
 def _scipy_inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     _check_structure(assume_a)
-    return _project_structure(_inv_vjp(g, ans, a), np.shape(a)[-1], assume_a, lower)
+    n = np.shape(a)[-1]
+    if assume_a == "diagonal":
+        # The derivative of what SciPy returns: the inverse of the diagonal, and (where
+        # this SciPy keeps them) the off-diagonal entries of a passed through.
+        eye = _eye(n, g)
+        ga = _project_structure(_inv_vjp(g, ans * eye, a), n, assume_a, lower)
+        return ga + g * (1.0 - eye) if _INV_DIAGONAL_KEEPS else ga
+    return _project_structure(_inv_vjp(g, ans, a), n, assume_a, lower)
 
 
 register(
@@ -487,6 +507,7 @@ register(
             Case((Arg((3, 3), kind="wellcond"),)),
             Case((Arg((2, 3, 3), kind="wellcond"),)),
             Case((Arg((3, 3), kind="wellcond"),), {"assume_a": "upper triangular"}),
+            Case((Arg((3, 3), kind="wellcond"),), {"assume_a": "diagonal"}),
         ),
         convention="as scipy.linalg.solve for assume_a",
         family="linalg",
