@@ -10,8 +10,8 @@ page for what runs and what raises.
 What NumPy's dispatch cannot reach, funcdiff finds in a registry keyed by the
 top-level module name of the array's type: the backend's special-function module
 (``cupyx.scipy.special`` for CuPy, registered by default), its array namespace
-(``cupy``) and its ``scipy.linalg`` (``cupyx.scipy.linalg``). :func:`register_backend`
-adds another array type.
+(``cupy``), its ``scipy.linalg`` (``cupyx.scipy.linalg``) and its ``scipy.signal``
+(``cupyx.scipy.signal``). :func:`register_backend` adds another array type.
 
 Examples
 --------
