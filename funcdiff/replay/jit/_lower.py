@@ -57,18 +57,26 @@ MANY_SHAPES_OPTIONS: dict[str, Any] = {
     "xla_cpu_use_fusion_emitters": False,
     "xla_cpu_enable_concurrency_optimized_scheduler": False,
 }
-#: The largest expression a kernel may hold, counted as a tree: a value read twice
-#: counts twice. XLA's fusion recomputes a cheap producer in each of its consumers
-#: instead of storing it, so a kernel's work (with its fusion emitters) or its code
-#: size (with the older ones) can grow as this count does: exponentially in the depth
-#: of a chain of steps that each read their input several times, such as the stages of
-#: a Runge-Kutta loop, where one kernel of eight RK4 steps on 4-element states never
-#: finished running (its count passes 10^16). An instruction that would pass the cap
-#: starts the next kernel, which reads its inputs from memory; the count restarts
-#: there. The cap keeps the programs of the rule table's cases (under 10^5) and small
-#: Hessians (about 2 x 10^6) in one kernel, and two or three RK4 steps per kernel,
-#: each compiled in a fraction of a second.
+#: The most evaluations per element that XLA's fusion may make of a kernel's values
+#: (as :class:`_Unfolding` counts them). XLA recomputes a cheap producer (an addition, a
+#: product, a slice, ``sin``) in each consumer instead of storing it, and where a
+#: value is read both as it is and moved (reversed, sliced, broadcast), the two reads
+#: are two computations of everything before it. A chain of steps that each read their
+#: input moved and unmoved, such as the stages of a Runge-Kutta loop, thus costs
+#: exponentially in its length: about 55 times more per RK4 step on 4-element states,
+#: where one kernel of eight steps (10^15) never finished running (or, with XLA's older
+#: loop emitters, compiling). An instruction that would pass the cap starts the next
+#: kernel, which reads its inputs from memory, and the count restarts there. The rule
+#: table's cases count under 2 000 and the Hessians of the tests under 10^6, so they
+#: stay one kernel each; an RK4 loop gets two steps per kernel.
 MAX_UNFOLDED = 1 << 22
+#: Operations whose results XLA stores rather than recomputes in each consumer (its
+#: "expensive" instructions, which it does not duplicate): reductions, and the
+#: elementwise functions it computes by long polynomial or iterative code.
+STORED = frozenset(
+    {"tanh", "divide", "true_divide", "sqrt", "cbrt", "expm1", "log1p", "arctan2"}
+    | {"remainder", "fmod", "sum", "prod", "max", "min", "amax", "amin", "mean"}
+)
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
@@ -189,7 +197,12 @@ def _candidates(code: list, prog: _Program, specs: list, template: list) -> list
 
 
 def _schedule(
-    prog: _Program, flags: list[bool], guard: list[bool], start: int, produced_by: dict[int, int]
+    prog: _Program,
+    specs: list,
+    flags: list[bool],
+    guard: list[bool],
+    start: int,
+    produced_by: dict[int, int],
 ) -> list:
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
@@ -234,11 +247,11 @@ def _schedule(
             guards()
         kernel: list[int] = []
         rest: list[int] = []
-        unfolded: dict[int, int] = {}  # slot -> its expression's size inside this kernel
+        unfolding = _Unfolding(prog, specs)
         full = False
         for k in candidates:  # program order: a candidate's producers come first
             if not full and ready(k):
-                size = 1 + sum(unfolded.get(s, 0) for s in prog.reads[k])
+                size, value = unfolding.size(k)
                 # The kernel ends at the first candidate past the cap (not only that
                 # candidate's dependents): the next one starts at the same place in
                 # each step of a loop, so the kernels repeat and compile once.
@@ -246,7 +259,7 @@ def _schedule(
                 if not full:
                     kernel.append(k)
                     finish(k)
-                    unfolded.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
+                    unfolding.add(k, value)
                     continue
             rest.append(k)
         candidates = rest
@@ -259,16 +272,62 @@ def _schedule(
     return steps
 
 
-def _unfolded(prog: _Program, positions: list[int]) -> int:
-    """The size of the largest expression of a kernel, counted as a tree (see
-    :data:`MAX_UNFOLDED`)."""
-    sizes: dict[int, int] = {}
-    largest = 0
+class _Unfolding:
+    """The evaluations per element that XLA's fusion may make of a kernel's values, as
+    counted by :data:`MAX_UNFOLDED`, for the instructions added so far.
+
+    Each value holds the depth of its chain of elementwise operations (a value read
+    twice at the same element is computed once: the chain's length counts, not its
+    paths) and the set of *moves* it reaches along that chain: instructions that read
+    their inputs at other elements (slices, reversals, broadcasts, concatenations,
+    reductions). A move's inputs are evaluated anew for it, so it costs one plus
+    everything its inputs cost, and two moves of the same value cost twice. Values of
+    :data:`STORED` operations are read from memory and cost nothing more.
+    """
+
+    def __init__(self, prog: _Program, specs: list) -> None:
+        self.prog, self.specs = prog, specs
+        self.values: dict[int, tuple[int, frozenset]] = {}  # slot -> (depth, moves)
+        self.moves: dict[int, int] = {}  # a move's instruction -> its cost
+        self.largest = 0
+
+    def _cost(self, value: tuple[int, frozenset]) -> int:
+        return value[0] + sum(self.moves[m] for m in value[1])
+
+    def size(self, k: int) -> tuple[int, tuple[int, frozenset]]:
+        """Instruction ``k``'s count, and the value its results would hold."""
+        fn, _, _, outs = self.prog.calls[k]  # type: ignore[misc]
+        inside = [self.values[s] for s in self.prog.reads[k] if s in self.values]
+        shape = self.specs[outs[0]][0] if outs and self.specs[outs[0]] is not None else None
+        same = all(
+            self.specs[s] is not None and self.specs[s][0] == shape
+            for s in self.prog.reads[k]
+            if s in self.values
+        )
+        if (fn is None or isinstance(fn, np.ufunc)) and same:
+            depth = 1 + max((v[0] for v in inside), default=0)
+            moves: frozenset = frozenset().union(*(v[1] for v in inside))
+            value = (depth, moves)
+            return self._cost(value), value
+        cost = 1 + sum(self._cost(v) for v in inside)
+        self.moves[k] = cost
+        return cost, (0, frozenset({k}))
+
+    def add(self, k: int, value: tuple[int, frozenset]) -> None:
+        """Add instruction ``k``, whose results hold ``value`` (from :meth:`size`)."""
+        call = self.prog.calls[k]
+        self.largest = max(self.largest, self._cost(value))
+        if getattr(call[0], "__name__", "").lstrip("_") in STORED:  # type: ignore[index]
+            value = (0, frozenset())
+        self.values.update(dict.fromkeys(call[3], value))  # type: ignore[index]
+
+
+def _unfolded(prog: _Program, specs: list, positions: list[int]) -> int:
+    """The largest count of a kernel's values (see :data:`MAX_UNFOLDED`)."""
+    unfolding = _Unfolding(prog, specs)
     for k in positions:
-        size = 1 + sum(sizes.get(s, 0) for s in prog.reads[k])
-        sizes.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
-        largest = max(largest, size)
-    return largest
+        unfolding.add(k, unfolding.size(k)[1])
+    return unfolding.largest
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
@@ -518,7 +577,7 @@ def lower(
                 flags[k] = False
                 failures.append(why)
         for _ in range(MAX_RETRIES):
-            steps = _schedule(prog, flags, guard, barrier, produced_by)
+            steps = _schedule(prog, specs, flags, guard, barrier, produced_by)
             small = [
                 k for kind, ks in steps if kind == "kernel" and len(ks) < MIN_SEGMENT for k in ks
             ]
@@ -560,7 +619,9 @@ def lower(
         "lowered": lowered,
         "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
         "failures": sorted({why.split(":")[0] for why in failures}),
-        "unfolded": max((_unfolded(prog, ks) for kind, ks in steps if kind == "kernel"), default=0),
+        "unfolded": max(
+            (_unfolded(prog, specs, ks) for kind, ks in steps if kind == "kernel"), default=0
+        ),
         "trace_seconds": probed,
         "seconds": time.perf_counter() - began,
     }
