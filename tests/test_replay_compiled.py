@@ -418,3 +418,22 @@ def test_a_long_rk4_loop_compiles_in_kernels_of_bounded_expressions(steps: int) 
     assert all(i["numpy"] == 0 for i in info)
     if steps == 40:
         assert all(i["executables"] < i["kernels"] for i in info)
+
+
+@needs_jax
+def test_auto_replays_a_long_loop_of_small_steps_as_numpy_calls() -> None:
+    # 40 RK4 steps compute enough elements to pass AUTO_MIN_WORK, but need a kernel
+    # every two steps: far fewer than AUTO_MIN_WORK elements per kernel call.
+    from funcdiff.replay import program
+
+    simulate = _rk4(40)
+    p = np.array([0.3, -0.2, 0.1, 0.05])
+    jac = replay.jacobian(simulate, compile="auto")
+    _close(jac(p), functional.jacobian(simulate, p))
+    (recorded,) = _programs(jac)
+    work = sum(int(np.prod(s[0])) for s in recorded.specs if s is not None)
+    kernels = jit_lower.kernels_at_least(
+        recorded.code, recorded.template, recorded.specs, program._OPCODES
+    )
+    assert jit.AUTO_MIN_WORK <= work < jit.AUTO_MIN_WORK * kernels
+    assert recorded.info["jit"] is None

@@ -35,7 +35,7 @@ from funcdiff.rules.indexing import index_add
 # The recorded function is the rule's own (the public name dispatches on Tensors).
 _INDEX_ADD = getattr(index_add, "__wrapped__", index_add)
 
-__all__ = ["lower", "x64"]
+__all__ = ["kernels_at_least", "lower", "x64"]
 
 #: Values a segment computes with; anything else stays NumPy (its promotion rules and
 #: integer semantics differ from JAX's).
@@ -328,6 +328,27 @@ def _unfolded(prog: _Program, specs: list, positions: list[int]) -> int:
     for k in positions:
         unfolding.add(k, unfolding.size(k)[1])
     return unfolding.largest
+
+
+def kernels_at_least(code: list, template: list, specs: list, ops: dict) -> int:
+    """How many kernels the program needs at least: its candidates in program order,
+    cut where a count passes :data:`MAX_UNFOLDED` (the schedule cuts more where NumPy
+    calls sit between them). One linear pass, nothing traced."""
+    prog = _Program(code, ops)
+    flags = _candidates(code, prog, specs, template)
+    kernels = 0
+    unfolding: _Unfolding | None = None
+    for k, flag in enumerate(flags):
+        if not flag or code[k][0] == ops["guard"]:
+            continue
+        if unfolding is None:
+            unfolding, kernels = _Unfolding(prog, specs), kernels + 1
+        size, value = unfolding.size(k)
+        if size > MAX_UNFOLDED:
+            unfolding, kernels = _Unfolding(prog, specs), kernels + 1
+            size, value = unfolding.size(k)
+        unfolding.add(k, value)
+    return kernels
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
