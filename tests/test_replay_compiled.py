@@ -359,6 +359,25 @@ def test_a_broken_extra_under_auto_warns_once_and_replays_numpy(monkeypatch) -> 
     _close(g, 2 * np.sin(big) * np.cos(big))
 
 
+@needs_jax
+def test_a_lowering_that_fails_replays_numpy_calls_under_auto_and_raises_under_true(
+    monkeypatch,
+) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("XLA failed")
+
+    monkeypatch.setattr(jit, "lower", broken)
+    big = np.linspace(0.0, 1.0, 30_000)
+    vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) ** 2), compile="auto")
+    for _ in range(2):
+        _, g = vg(big)
+    _close(g, 2 * np.sin(big) * np.cos(big))
+    assert all(p.info["jit"]["failed"] == "RuntimeError: XLA failed" for p in _programs(vg))
+    strict = replay.value_and_grad(lambda x: np.sum(np.sin(x) ** 2), compile=True)
+    with pytest.raises(RuntimeError, match="XLA failed"):
+        strict(big)
+
+
 def test_auto_leaves_small_programs_uncompiled() -> None:
     vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) * x), compile="auto")
     for _ in range(3):
@@ -366,13 +385,18 @@ def test_auto_leaves_small_programs_uncompiled() -> None:
     assert all(p.info["jit"] is None for p in _programs(vg))
 
 
-def test_compiling_is_opt_in() -> None:
+def test_auto_is_the_default_and_compiles_a_big_program() -> None:
     vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) ** 2))
     big = np.linspace(0.0, 1.0, 50_000)
     for _ in range(2):
         _, g = vg(big)
-    assert all(p.info["jit"] is None for p in _programs(vg))
     _close(g, 2 * np.sin(big) * np.cos(big))
+    if HAS_JAX:
+        assert _kernels_in_use(vg) >= 1
+    else:
+        assert all(p.info["jit"] is None for p in _programs(vg))
+    prepared = fs.prepare_jacobian(np.sin, np.linspace(0.0, 1.0, 30_000), replay=True)
+    assert prepared.compile == ("auto" if HAS_JAX else False)
 
 
 def _rk4(steps: int):
