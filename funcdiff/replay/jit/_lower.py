@@ -248,20 +248,20 @@ def _schedule(
         kernel: list[int] = []
         rest: list[int] = []
         unfolding = _Unfolding(prog, specs)
-        full = False
-        for k in candidates:  # program order: a candidate's producers come first
-            if not full and ready(k):
+        for i, k in enumerate(candidates):  # program order: producers come first
+            if ready(k):
                 size, value = unfolding.size(k)
-                # The kernel ends at the first candidate past the cap (not only that
-                # candidate's dependents): the next one starts at the same place in
-                # each step of a loop, so the kernels repeat and compile once.
-                full = size > MAX_UNFOLDED
-                if not full:
-                    kernel.append(k)
-                    finish(k)
-                    unfolding.add(k, value)
-                    continue
-            rest.append(k)
+                if size > MAX_UNFOLDED:
+                    # The kernel ends here (not only for this candidate's dependents):
+                    # the next one starts at the same place in each step of a loop,
+                    # so the kernels repeat and compile once.
+                    rest.extend(candidates[i:])
+                    break
+                kernel.append(k)
+                finish(k)
+                unfolding.add(k, value)
+            else:
+                rest.append(k)
         candidates = rest
         if kernel:
             steps.append(("kernel", kernel))
