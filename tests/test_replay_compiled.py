@@ -431,8 +431,22 @@ def test_a_long_rk4_loop_compiles_in_kernels_of_bounded_expressions(steps: int) 
     # each stage in each of its readers. The kernels are cut where an expression would
     # pass MAX_UNFOLDED, so several kernels run, each holding a few steps; the steps'
     # kernels repeat, and XLA compiles each distinct one once.
+    from funcdiff.replay import program
+
     simulate = _rk4(steps)
     p = np.array([0.3, -0.2, 0.1, 0.05])
+    # The plan is checked on the recorded program before anything is compiled, so that
+    # a kernel too large to finish fails here instead of running forever.
+    planned = replay.jacobian(simulate, compile="auto")
+    planned(p)
+    (recorded,) = _programs(planned)
+    assert recorded.info["jit"] is None  # "auto" leaves it to NumPy calls
+    assert (
+        jit_lower.kernels_at_least(
+            recorded.code, recorded.template, recorded.specs, program._OPCODES
+        )
+        >= (steps + 2) // 3
+    )
     jac = replay.jacobian(simulate, compile=True)
     for q in (p, p + 0.01):
         _close(jac(q), functional.jacobian(simulate, q))
