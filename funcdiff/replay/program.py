@@ -179,6 +179,7 @@ class Program:
         """Lower the program, run it both ways, and keep the kernels if they agree."""
         # Off the path here (GuardFailure): nothing is compiled until a run on it.
         expected = self.interpret(arrays)
+        self.runs += 1  # an interpreted run, as those that lead to compile_program
         self.kernels = False
         summary: dict = {}
         try:
