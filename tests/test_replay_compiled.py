@@ -359,6 +359,25 @@ def test_a_broken_extra_under_auto_warns_once_and_replays_numpy(monkeypatch) -> 
     _close(g, 2 * np.sin(big) * np.cos(big))
 
 
+@needs_jax
+def test_a_lowering_that_fails_replays_numpy_calls_under_auto_and_raises_under_true(
+    monkeypatch,
+) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("XLA failed")
+
+    monkeypatch.setattr(jit, "lower", broken)
+    big = np.linspace(0.0, 1.0, 30_000)
+    vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) ** 2), compile="auto")
+    for _ in range(2):
+        _, g = vg(big)
+    _close(g, 2 * np.sin(big) * np.cos(big))
+    assert all(p.info["jit"]["failed"] == "RuntimeError: XLA failed" for p in _programs(vg))
+    strict = replay.value_and_grad(lambda x: np.sum(np.sin(x) ** 2), compile=True)
+    with pytest.raises(RuntimeError, match="XLA failed"):
+        strict(big)
+
+
 def test_auto_leaves_small_programs_uncompiled() -> None:
     vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) * x), compile="auto")
     for _ in range(3):
@@ -366,13 +385,27 @@ def test_auto_leaves_small_programs_uncompiled() -> None:
     assert all(p.info["jit"] is None for p in _programs(vg))
 
 
-def test_compiling_is_opt_in() -> None:
-    vg = replay.value_and_grad(lambda x: np.sum(np.sin(x) ** 2))
+def _polynomial_chain(x):
+    """Forty cheap steps: one fused loop compiled, 120 passes over memory as NumPy calls
+    (so that "auto", which keeps the faster form, keeps the kernels)."""
+    y = x
+    for _ in range(40):
+        y = y * 0.99 + 0.01 * (y * y)
+    return np.sum(y)
+
+
+def test_auto_is_the_default_and_compiles_a_big_program() -> None:
+    vg = replay.value_and_grad(_polynomial_chain)
     big = np.linspace(0.0, 1.0, 50_000)
     for _ in range(2):
         _, g = vg(big)
-    assert all(p.info["jit"] is None for p in _programs(vg))
-    _close(g, 2 * np.sin(big) * np.cos(big))
+    _close(g, eager_value_and_grad(_polynomial_chain, big)[1])
+    if HAS_JAX:
+        assert _kernels_in_use(vg) >= 1
+    else:
+        assert all(p.info["jit"] is None for p in _programs(vg))
+    prepared = fs.prepare_jacobian(np.sin, np.linspace(0.0, 1.0, 30_000), replay=True)
+    assert prepared.compile == ("auto" if HAS_JAX else False)
 
 
 def _rk4(steps: int):
@@ -407,8 +440,22 @@ def test_a_long_rk4_loop_compiles_in_kernels_of_bounded_expressions(steps: int) 
     # each stage in each of its readers. The kernels are cut where an expression would
     # pass MAX_UNFOLDED, so several kernels run, each holding a few steps; the steps'
     # kernels repeat, and XLA compiles each distinct one once.
+    from funcdiff.replay import program
+
     simulate = _rk4(steps)
     p = np.array([0.3, -0.2, 0.1, 0.05])
+    # The plan is checked on the recorded program before anything is compiled, so that
+    # a kernel too large to finish fails here instead of running forever.
+    planned = replay.jacobian(simulate, compile="auto")
+    planned(p)
+    (recorded,) = _programs(planned)
+    assert recorded.info["jit"] is None  # "auto" leaves it to NumPy calls
+    assert (
+        jit_lower.kernels_at_least(
+            recorded.code, recorded.template, recorded.specs, program._OPCODES
+        )
+        >= (steps + 2) // 3
+    )
     jac = replay.jacobian(simulate, compile=True)
     for q in (p, p + 0.01):
         _close(jac(q), functional.jacobian(simulate, q))
@@ -418,3 +465,22 @@ def test_a_long_rk4_loop_compiles_in_kernels_of_bounded_expressions(steps: int) 
     assert all(i["numpy"] == 0 for i in info)
     if steps == 40:
         assert all(i["executables"] < i["kernels"] for i in info)
+
+
+@needs_jax
+def test_auto_replays_a_long_loop_of_small_steps_as_numpy_calls() -> None:
+    # 40 RK4 steps compute enough elements to pass AUTO_MIN_WORK, but need a kernel
+    # every two steps: far fewer than AUTO_MIN_WORK elements per kernel call.
+    from funcdiff.replay import program
+
+    simulate = _rk4(40)
+    p = np.array([0.3, -0.2, 0.1, 0.05])
+    jac = replay.jacobian(simulate, compile="auto")
+    _close(jac(p), functional.jacobian(simulate, p))
+    (recorded,) = _programs(jac)
+    work = sum(int(np.prod(s[0])) for s in recorded.specs if s is not None)
+    kernels = jit_lower.kernels_at_least(
+        recorded.code, recorded.template, recorded.specs, program._OPCODES
+    )
+    assert jit.AUTO_MIN_WORK <= work < jit.AUTO_MIN_WORK * kernels
+    assert recorded.info["jit"] is None

@@ -120,7 +120,7 @@ class Replayed:
         max_traces: int = 8,
         on_guard_failure: str = "retrace",
         validate: bool = True,
-        compile: bool | str = False,
+        compile: bool | str = "auto",
     ) -> None:
         check_callable(f, "f")
         check_argnums(argnums)
@@ -437,7 +437,7 @@ def _maker(kind: str, summary: str, example: str) -> Callable:
         max_traces: int = 8,
         on_guard_failure: str = "retrace",
         validate: bool = True,
-        compile: bool | str = False,
+        compile: bool | str = "auto",
     ) -> Any:
         def wrap(fn: Callable[..., Any]) -> Replayed:
             return Replayed(
@@ -478,7 +478,7 @@ _COMMON = """
     validate : bool
         Replay each new program once at a nearby point and compare with eager there,
         which catches computation funcdiff cannot see (:class:`ReplayError`).
-    compile : {False, True, "auto"}, default False
+    compile : {False, True, "auto"}, default "auto"
         Lower each recorded program to XLA kernels through JAX
         (:mod:`funcdiff.replay.jit`): ``True`` needs the extra ``funcdiff[jit]``
         (ImportError without it), ``"auto"`` compiles when it is installed and the

@@ -186,27 +186,35 @@ class Program:
         """Lower the program, run it both ways, and keep the kernels if they agree."""
         # Off the path here (GuardFailure): nothing is compiled until a run on it.
         expected = self.interpret(arrays)
+        self.runs += 1  # an interpreted run, as those that lead to compile_program
         self.kernels = False
-        lowered = jit.lower(
-            self.code,
-            self.inputs,
-            self.template,
-            _flat(self.outputs),
-            self.specs or [],
-            _OPCODES,
-            self.compile_mode,
-        )
-        if lowered is None:
-            return expected
-        code, summary = lowered
-        fn = compile_program(code, self.inputs, self.template, self.outputs, _OPCODES)
-        if fn is None:
-            return expected
-        kernels = jit.runner(fn)
+        summary: dict = {}
         try:
+            lowered = jit.lower(
+                self.code,
+                self.inputs,
+                self.template,
+                _flat(self.outputs),
+                self.specs or [],
+                _OPCODES,
+                self.compile_mode,
+            )
+            if lowered is None:
+                return expected
+            code, summary = lowered
+            fn = compile_program(code, self.inputs, self.template, self.outputs, _OPCODES)
+            if fn is None:
+                return expected
+            kernels = jit.runner(fn)
             got = _emit(kernels(*arrays), self.copies)
         except GuardFailure:
             got = None
+        except Exception as error:  # noqa: BLE001
+            # The default ("auto") must not fail where NumPy calls work: it replays them.
+            if self.compile_mode is True:
+                raise
+            self.info["jit"] = {"kernels": 0, "failed": f"{type(error).__name__}: {error}"}
+            return expected
         if got is None or not jit.agree(got, expected):
             self.info["jit"] = {**summary, "kernels": 0, "disagreed": True}
         elif self.compile_mode == "auto" and not self._kernels_pay(kernels, arrays):

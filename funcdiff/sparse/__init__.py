@@ -151,7 +151,7 @@ def prepare_jacobian(
     on_guard_failure: str = "redetect",
     max_patterns: int = 8,
     replay: bool = False,
-    compile: bool | str = False,
+    compile: bool | str = "auto",
 ) -> SparseJacobian:
     """Detect and colour the Jacobian's pattern once, for evaluation at many points.
 
@@ -184,7 +184,7 @@ def prepare_jacobian(
         first evaluation) and replay them as plain NumPy calls at later points
         (:mod:`funcdiff.replay`): the same values, without the cost of recording a graph.
         A point where ``f`` branches differently runs eagerly, as without replay.
-    compile : {False, True, "auto"}, default False
+    compile : {False, True, "auto"}, default "auto"
         With ``replay=True``: lower the recorded program to XLA kernels through JAX
         (:mod:`funcdiff.replay.jit`; ``True`` needs the extra ``funcdiff[jit]``,
         ``"auto"`` compiles when it is installed and the program is large enough).
@@ -234,7 +234,7 @@ def prepare_hessian(
     on_guard_failure: str = "redetect",
     max_patterns: int = 8,
     replay: bool = False,
-    compile: bool | str = False,
+    compile: bool | str = "auto",
 ) -> SparseHessian:
     """Detect and colour a scalar function's Hessian pattern once, for many points.
 

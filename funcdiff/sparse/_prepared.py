@@ -177,7 +177,7 @@ class _Prepared:
         on_guard_failure: str,
         max_patterns: int,
         replay: bool = False,
-        compile: bool | str = False,
+        compile: bool | str = "auto",
     ) -> None:
         check_callable(f, "f")
         check_choice(on_guard_failure, "on_guard_failure", ("redetect", "raise"))
@@ -354,7 +354,7 @@ class SparseJacobian(_Prepared):
         on_guard_failure="redetect",
         max_patterns=8,
         replay=False,
-        compile=False,
+        compile="auto",
     ) -> None:
         check_choice(mode, "mode", ("auto", "forward", "reverse"))
         self._mode_asked = mode
@@ -500,7 +500,7 @@ class SparseHessian(_Prepared):
         on_guard_failure="redetect",
         max_patterns=8,
         replay=False,
-        compile=False,
+        compile="auto",
     ) -> None:
         check_choice(coloring, "coloring", ("star", "column"))
         self._method = coloring

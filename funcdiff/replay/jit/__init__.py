@@ -8,7 +8,8 @@ elementwise operations, slices, concatenations and reductions into a few compile
 loops; instructions JAX cannot run (guards, in-place writes, SciPy's special functions,
 integer and complex values) stay NumPy calls in the same program. ``"auto"`` does the
 same when the extra is installed and the program is large enough to repay compiling
-(about :data:`AUTO_MIN_WORK` elements computed per call); ``False`` replays NumPy calls.
+(about :data:`AUTO_MIN_WORK` elements computed per call for each kernel it needs);
+``False`` replays NumPy calls.
 
 JAX runs in float64 inside the compiled calls only (no global setting changes). The
 first run of a compiled program also runs it with NumPy and compares: a program whose
@@ -41,7 +42,9 @@ __all__ = ["AUTO_MIN_WORK", "EXTRA", "agree", "available", "check_compile", "low
 #: The optional extra that installs the backend.
 EXTRA = "funcdiff[jit]"
 #: ``compile="auto"`` compiles programs that compute at least this many elements per
-#: call (the sum of their results' sizes); smaller ones replay faster than they compile.
+#: call (the sum of their results' sizes) for each kernel they need: a kernel call
+#: costs tens of microseconds, which fusing fewer elements does not repay, and smaller
+#: programs replay faster than they compile.
 AUTO_MIN_WORK = 20_000
 
 _lock = threading.Lock()
@@ -134,12 +137,17 @@ def lower(
         work = sum(int(np.prod(s[0])) for s in specs if s is not None)
         if work < AUTO_MIN_WORK:
             return None
+        from funcdiff.replay.jit._lower import kernels_at_least
+
+        # A long loop of small steps (an ODE solver's) needs a kernel every few steps
+        # and runs faster as NumPy calls.
+        if work < AUTO_MIN_WORK * kernels_at_least(code, template, specs, ops):
+            return None
+    if not _usable(mode):
+        return None
     from funcdiff.replay.jit._lower import lower as lower_segments
 
-    min_work = AUTO_MIN_WORK if mode == "auto" else 0
-    new_code, summary = lower_segments(
-        code, inputs, template, outputs, specs, ops, min_work, lambda: _usable(mode)
-    )
+    new_code, summary = lower_segments(code, inputs, template, outputs, specs, ops)
     if not summary["kernels"]:
         return None
     return new_code, summary

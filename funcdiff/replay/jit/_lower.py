@@ -35,7 +35,7 @@ from funcdiff.rules.indexing import index_add
 # The recorded function is the rule's own (the public name dispatches on Tensors).
 _INDEX_ADD = getattr(index_add, "__wrapped__", index_add)
 
-__all__ = ["lower", "x64"]
+__all__ = ["kernels_at_least", "lower", "x64"]
 
 #: Values a segment computes with; anything else stays NumPy (its promotion rules and
 #: integer semantics differ from JAX's).
@@ -57,30 +57,38 @@ MANY_SHAPES_OPTIONS: dict[str, Any] = {
     "xla_cpu_use_fusion_emitters": False,
     "xla_cpu_enable_concurrency_optimized_scheduler": False,
 }
+#: The most evaluations per element that XLA's fusion may make of a kernel's values
+#: (as :class:`_Unfolding` counts them). XLA recomputes a cheap producer (an addition, a
+#: product, a slice, ``sin``) in each consumer instead of storing it, and where a
+#: value is read both as it is and moved (reversed, sliced, broadcast), the two reads
+#: are two computations of everything before it. A chain of steps that each read their
+#: input moved and unmoved, such as the stages of a Runge-Kutta loop, thus costs
+#: exponentially in its length: about 55 times more per RK4 step on 4-element states,
+#: where one kernel of eight steps (10^15) never finished running (or, with XLA's older
+#: loop emitters, compiling). An instruction that would pass the cap starts the next
+#: kernel, which reads its inputs from memory, and the count restarts there. The rule
+#: table's cases count under 2 000 and the Hessians of the tests under 10^6, so they
+#: stay one kernel each; an RK4 loop gets two steps per kernel.
+MAX_UNFOLDED = 1 << 22
+#: Operations whose results XLA stores rather than recomputes in each consumer (its
+#: "expensive" instructions, which it does not duplicate): reductions, and the
+#: elementwise functions it computes by long polynomial or iterative code.
+STORED = frozenset(
+    {"tanh", "divide", "true_divide", "sqrt", "cbrt", "expm1", "log1p", "arctan2"}
+    | {"remainder", "fmod", "sum", "prod", "max", "min", "amax", "amin", "mean"}
+)
 #: Options for every kernel. XLA's CPU backend hands reductions to YNNPACK, which needs
 #: its operands in memory: a sum at the end of a fused loop then costs two extra passes
 #: over its operands (a replayed Rosenbrock hvp at n=1e6 ran 2.2x slower with it). The
 #: option is experimental; a JAX that does not know it compiles without it.
 KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
-#: The largest expression a kernel may hold, counted as a tree: a value read twice
-#: counts twice. XLA's fusion recomputes a cheap producer in each of its consumers
-#: instead of storing it, so a kernel's work (with its fusion emitters) or its code
-#: size (with the older ones) can grow as this count does: exponentially in the depth
-#: of a chain of steps that each read their input several times, such as the stages of
-#: a Runge-Kutta loop, where one kernel of eight RK4 steps on 4-element states never
-#: finished running (its count passes 10^16). An instruction that would pass the cap
-#: starts the next kernel, which reads its inputs from memory; the count restarts
-#: there. The cap keeps the programs of the rule table's cases (under 10^5) and small
-#: Hessians (about 2 x 10^6) in one kernel, and two or three RK4 steps per kernel,
-#: each compiled in a fraction of a second.
-MAX_UNFOLDED = 1 << 22
+#: Bytes above which a kernel's ndarray argument is copied to JAX with device_put.
+LARGE_ARGUMENT = 1 << 16
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
 #: trace after the probe found what JAX runs) before the program stays NumPy.
 MAX_RETRIES = 16
-# Bytes above which a kernel's ndarray argument is copied to JAX with device_put.
-LARGE_ARGUMENT = 1 << 16
 
 
 class _Fail(Exception):
@@ -134,9 +142,8 @@ def _uniform(a: np.ndarray) -> bool:
 class _Program:
     """A program's instructions in one form: ``(kind, fn, args, kwargs, outs)``."""
 
-    def __init__(self, code: list, ops: dict, specs: list) -> None:
+    def __init__(self, code: list, ops: dict) -> None:
         self.ops = ops
-        self.specs = specs  # each slot's recorded (shape, dtype), or None
         slot = ops["slot"]
         self.calls: list[tuple | None] = []
         self.reads: list[list[int]] = []
@@ -198,19 +205,19 @@ def _candidates(code: list, prog: _Program, specs: list, template: list) -> list
 
 def _schedule(
     prog: _Program,
+    specs: list,
     flags: list[bool],
     guard: list[bool],
     start: int,
     produced_by: dict[int, int],
-    max_kernels: int | None = None,
-) -> list | None:
+) -> list:
     """Steps ``("numpy", k)`` and ``("kernel", [k, ...])`` running the program.
 
     NumPy instructions keep their order; each kernel holds every candidate whose
     inputs are ready when it starts, in program order, up to the first whose
     expression, unfolded inside the kernel, would pass :data:`MAX_UNFOLDED` (the first
     ready candidate never does: it reads stored values only, so the schedule always
-    moves on); None once there would be more than ``max_kernels``. A guard after ``start``
+    moves on). A guard after ``start``
     (where nothing writes in place any more) runs as soon as its value is ready, so
     that guards do not chain the kernels of independent parts; one before keeps its
     place among the NumPy calls.
@@ -222,7 +229,6 @@ def _schedule(
     candidates = [k for k in range(n) if flags[k]]
     steps: list = []
     cursor = 0
-    made = 0  # kernels
 
     def ready(k: int) -> bool:
         return all(s in ready_slot or s not in produced_by for s in prog.reads[k])
@@ -248,28 +254,24 @@ def _schedule(
             guards()
         kernel: list[int] = []
         rest: list[int] = []
-        unfolded: dict[int, int] = {}  # slot -> its expression's size inside this kernel
-        moved: set[int] = set()  # slots whose expression holds a re-indexed copy
-        full = False
-        for k in candidates:  # program order: a candidate's producers come first
-            if not full and ready(k):
-                size = _grown(prog, k, unfolded, moved)
-                # The kernel ends at the first candidate past the cap (not only that
-                # candidate's dependents): the next one starts at the same place in
-                # each step of a loop, so the kernels repeat and compile once.
-                full = size > MAX_UNFOLDED
-                if not full:
-                    kernel.append(k)
-                    finish(k)
-                    unfolded.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
-                    continue
-            rest.append(k)
+        unfolding = _Unfolding(prog, specs)
+        for i, k in enumerate(candidates):  # program order: producers come first
+            if ready(k):
+                size, value = unfolding.size(k)
+                if size > MAX_UNFOLDED:
+                    # The kernel ends here (not only for this candidate's dependents):
+                    # the next one starts at the same place in each step of a loop,
+                    # so the kernels repeat and compile once.
+                    rest.extend(candidates[i:])
+                    break
+                kernel.append(k)
+                finish(k)
+                unfolding.add(k, value)
+            else:
+                rest.append(k)
         candidates = rest
         if kernel:
             steps.append(("kernel", kernel))
-            made += 1
-            if max_kernels is not None and made > max_kernels:
-                return None
             guards()
         elif cursor < len(numpy_items) and not ready(numpy_items[cursor]):
             raise AssertionError("replay.jit: the schedule is stuck")  # pragma: no cover
@@ -277,55 +279,83 @@ def _schedule(
     return steps
 
 
-def _grown(prog: _Program, k: int, sizes: dict[int, int], moved: set[int]) -> int:
-    """The size of instruction ``k``'s expression inside a kernel (``sizes`` holds its
-    readers' so far, 0 for a value read from memory), noting in ``moved`` whether its
-    results hold a copy of an expression read at other indices.
+class _Unfolding:
+    """The evaluations per element that XLA's fusion may make of a kernel's values, as
+    counted by :data:`MAX_UNFOLDED`, for the instructions added so far.
 
-    XLA emits an elementwise loop's expression once per element index: a value that
-    several operations read at the same index is computed once, so an elementwise
-    operation on same-shaped operands grows by its largest operand. A value read at
-    other indices (a slice, reversal, roll or broadcast, or any operation that is not
-    an elementwise ufunc) is emitted again for those indices, so there the sizes add
-    up, and so do they in every elementwise operation on such a copy.
+    Each value holds the depth of its chain of elementwise operations (a value read
+    twice at the same element is computed once: the chain's length counts, not its
+    paths) and the set of *moves* it reaches along that chain: instructions that read
+    their inputs at other elements (slices, reversals, broadcasts, concatenations,
+    reductions). A move's inputs are evaluated anew for it, so it costs one plus
+    everything its inputs cost, and two moves of the same value cost twice. Values of
+    :data:`STORED` operations are read from memory and cost nothing more.
     """
-    fn, _, _, outs = prog.calls[k]  # type: ignore[misc]
-    reads = [s for s in prog.reads[k] if sizes.get(s, 0)]
-    if not reads:
-        return 1
-    specs = prog.specs
-    shape = specs[outs[0]][0] if outs and specs[outs[0]] is not None else None
-    same_index = isinstance(fn, np.ufunc) and all(
-        s not in moved and specs[s] is not None and specs[s][0] == shape for s in reads
-    )
-    if same_index:
-        return 1 + max(sizes[s] for s in reads)
-    moved.update(outs)
-    return 1 + sum(sizes[s] for s in reads)
+
+    def __init__(self, prog: _Program, specs: list) -> None:
+        self.prog, self.specs = prog, specs
+        self.values: dict[int, tuple[int, frozenset]] = {}  # slot -> (depth, moves)
+        self.moves: dict[int, int] = {}  # a move's instruction -> its cost
+        self.largest = 0
+
+    def _cost(self, value: tuple[int, frozenset]) -> int:
+        return value[0] + sum(self.moves[m] for m in value[1])
+
+    def size(self, k: int) -> tuple[int, tuple[int, frozenset]]:
+        """Instruction ``k``'s count, and the value its results would hold."""
+        fn, _, _, outs = self.prog.calls[k]  # type: ignore[misc]
+        inside = [self.values[s] for s in self.prog.reads[k] if s in self.values]
+        shape = self.specs[outs[0]][0] if outs and self.specs[outs[0]] is not None else None
+        same = all(
+            self.specs[s] is not None and self.specs[s][0] == shape
+            for s in self.prog.reads[k]
+            if s in self.values
+        )
+        if (fn is None or isinstance(fn, np.ufunc)) and same:
+            depth = 1 + max((v[0] for v in inside), default=0)
+            moves: frozenset = frozenset().union(*(v[1] for v in inside))
+            value = (depth, moves)
+            return self._cost(value), value
+        cost = 1 + sum(self._cost(v) for v in inside)
+        self.moves[k] = cost
+        return cost, (0, frozenset({k}))
+
+    def add(self, k: int, value: tuple[int, frozenset]) -> None:
+        """Add instruction ``k``, whose results hold ``value`` (from :meth:`size`)."""
+        call = self.prog.calls[k]
+        self.largest = max(self.largest, self._cost(value))
+        if getattr(call[0], "__name__", "").lstrip("_") in STORED:  # type: ignore[index]
+            value = (0, frozenset())
+        self.values.update(dict.fromkeys(call[3], value))  # type: ignore[index]
 
 
-def _work(prog: _Program, positions: list[int]) -> int:
-    """How many elements the instructions at ``positions`` compute."""
-    total = 0
+def _unfolded(prog: _Program, specs: list, positions: list[int]) -> int:
+    """The largest count of a kernel's values (see :data:`MAX_UNFOLDED`)."""
+    unfolding = _Unfolding(prog, specs)
     for k in positions:
-        call = prog.calls[k]
-        for s in call[3] if call is not None else ():
-            if prog.specs[s] is not None:
-                total += int(np.prod(prog.specs[s][0]))
-    return total
+        unfolding.add(k, unfolding.size(k)[1])
+    return unfolding.largest
 
 
-def _unfolded(prog: _Program, positions: list[int]) -> int:
-    """The size of the largest expression of a kernel, counted as a tree (see
-    :data:`MAX_UNFOLDED`)."""
-    sizes: dict[int, int] = {}
-    moved: set[int] = set()
-    largest = 0
-    for k in positions:
-        size = _grown(prog, k, sizes, moved)
-        sizes.update(dict.fromkeys(prog.calls[k][3], size))  # type: ignore[index]
-        largest = max(largest, size)
-    return largest
+def kernels_at_least(code: list, template: list, specs: list, ops: dict) -> int:
+    """How many kernels the program needs at least: its candidates in program order,
+    cut where a count passes :data:`MAX_UNFOLDED` (the schedule cuts more where NumPy
+    calls sit between them). One linear pass, nothing traced."""
+    prog = _Program(code, ops)
+    flags = _candidates(code, prog, specs, template)
+    kernels = 0
+    unfolding: _Unfolding | None = None
+    for k, flag in enumerate(flags):
+        if not flag or code[k][0] == ops["guard"]:
+            continue
+        if unfolding is None:
+            unfolding, kernels = _Unfolding(prog, specs), kernels + 1
+        size, value = unfolding.size(k)
+        if size > MAX_UNFOLDED:
+            unfolding, kernels = _Unfolding(prog, specs), kernels + 1
+            size, value = unfolding.size(k)
+        unfolding.add(k, value)
+    return kernels
 
 
 def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
@@ -546,25 +576,15 @@ def _arrays(result: Any) -> list:
 
 
 def lower(
-    code: list,
-    inputs: tuple,
-    template: list,
-    outputs: list[int],
-    specs: list,
-    ops: dict,
-    min_work: int = 0,
-    usable: Callable[[], bool] = lambda: True,
+    code: list, inputs: tuple, template: list, outputs: list[int], specs: list, ops: dict
 ) -> tuple[list, dict]:
     """The program with its candidates as XLA kernels, and what was lowered.
 
     ``ops`` names the program's opcodes (see ``funcdiff.replay.program``); ``specs``
-    holds each slot's recorded ``(shape, dtype)``. A program whose kernels would
-    compute fewer than ``min_work`` elements each on average (and that needs more
-    than one) is left as it is. Returns the new instruction list (the same
-    instructions where nothing lowered) and a summary. ``usable`` says whether the
-    backend can be used (it imports JAX), asked once a program is worth compiling.
+    holds each slot's recorded ``(shape, dtype)``. Returns the new instruction list
+    (the same instructions where nothing lowered) and a summary.
     """
-    prog = _Program(code, ops, specs)
+    prog = _Program(code, ops)
     flags = _candidates(code, prog, specs, template)
     barriers = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
     barrier = barriers[-1] + 1 if barriers else 0
@@ -583,16 +603,6 @@ def lower(
     def needed(slot: int, inside: set) -> bool:
         return slot in final or any(k not in inside for k in readers.get(slot, ()))
 
-    if min_work:
-        # ``compile="auto"``: a program cut into many small kernels (a loop of steps on
-        # a few numbers) would pay XLA's fixed cost per kernel call at each of them and
-        # compile for seconds; it stays NumPy calls.
-        work = _work(prog, [k for k in range(len(code)) if flags[k]])
-        allowed = max(1, work // min_work)
-        if _schedule(prog, flags, guard, barrier, produced_by, max_kernels=allowed) is None:
-            return list(code), {"kernels": 0, "work": work, "kernels_allowed": allowed}
-    if not usable():
-        return list(code), {"kernels": 0}
     failures: list[str] = []
     began = time.perf_counter()
     probed = 0.0
@@ -612,9 +622,7 @@ def lower(
                 flags[k] = False
                 failures.append(why)
         for _ in range(MAX_RETRIES):
-            scheduled = _schedule(prog, flags, guard, barrier, produced_by)
-            assert scheduled is not None  # no kernel limit given
-            steps = scheduled
+            steps = _schedule(prog, specs, flags, guard, barrier, produced_by)
             small = [
                 k for kind, ks in steps if kind == "kernel" and len(ks) < MIN_SEGMENT for k in ks
             ]
@@ -656,7 +664,9 @@ def lower(
         "lowered": lowered,
         "numpy": sum(1 for ins in code if ins[0] != ops["guard"]) - lowered,
         "failures": sorted({why.split(":")[0] for why in failures}),
-        "unfolded": max((_unfolded(prog, ks) for kind, ks in steps if kind == "kernel"), default=0),
+        "unfolded": max(
+            (_unfolded(prog, specs, ks) for kind, ks in steps if kind == "kernel"), default=0
+        ),
         "trace_seconds": probed,
         "seconds": time.perf_counter() - began,
     }
