@@ -28,6 +28,8 @@ tensor([[-0.25, -1.  ],
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from funcdiff._core.backends import first_foreign, on_device_of
@@ -473,6 +475,7 @@ register(
 _scipy_inv, scipy_inv = scipy_forward(scipy.linalg.inv, _inv_on_device)
 
 
+@functools.cache
 def _inv_diagonal_keeps_off_diagonal() -> bool:
     """Whether this SciPy's ``inv(a, assume_a="diagonal")`` returns ``a``'s off-diagonal
     entries unchanged beside the inverted diagonal (SciPy 1.17 does), rather than zeros."""
@@ -483,9 +486,6 @@ def _inv_diagonal_keeps_off_diagonal() -> bool:
     return bool(out[0, 1] == 3.0)
 
 
-_INV_DIAGONAL_KEEPS = _inv_diagonal_keeps_off_diagonal()
-
-
 def _scipy_inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=None, lower=False):
     _check_structure(assume_a)
     n = np.shape(a)[-1]
@@ -494,7 +494,7 @@ def _scipy_inv_vjp(g, ans, a, overwrite_a=False, check_finite=True, *, assume_a=
         # this SciPy keeps them) the off-diagonal entries of a passed through.
         eye = _eye(n, g)
         ga = _project_structure(_inv_vjp(g, ans * eye, a), n, assume_a, lower)
-        return ga + g * (1.0 - eye) if _INV_DIAGONAL_KEEPS else ga
+        return ga + g * (1.0 - eye) if _inv_diagonal_keeps_off_diagonal() else ga
     return _project_structure(_inv_vjp(g, ans, a), n, assume_a, lower)
 
 
