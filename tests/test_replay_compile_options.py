@@ -228,3 +228,103 @@ def test_prepared_sparse_results_are_the_callers_own(compile: bool) -> None:
     value2, jac2 = prepared.value_and_jacobian(x)
     np.testing.assert_allclose(value2, f(x), rtol=1e-15)
     np.testing.assert_allclose(jac2.toarray(), want, rtol=1e-13, atol=1e-15)
+
+
+def _at_offset(values: np.ndarray, k: int) -> np.ndarray:
+    """A copy of ``values`` whose data starts ``k`` elements past a 64-byte boundary."""
+    memory = np.empty(values.size + 16)
+    start = (-memory.ctypes.data % 64) // memory.itemsize + k
+    placed = memory[start : start + values.size].reshape(values.shape)
+    placed[...] = values
+    return placed
+
+
+def test_widened_views_start_aligned_and_hold_the_array() -> None:
+    import jax
+
+    from funcdiff.replay.jit import _handover, _lower
+
+    values = np.arange(1000.0)
+    for k in range(8):
+        x = _at_offset(values, k)
+        assert _handover.misalignment(x) == k
+        wide = _handover.widened(x, k)
+        assert wide.ctypes.data % 64 == 0 and wide.size == x.size + k
+        assert np.shares_memory(wide, x) and np.array_equal(wide[k:], values)
+        # JAX reads the widened view in place (no copy), which is the point of it.
+        with _lower.x64():
+            assert jax.device_put(wide).unsafe_buffer_pointer() == wide.ctypes.data
+    strided = _at_offset(values, 3)[::2]
+    assert _handover.misalignment(strided) == 0  # not contiguous: JAX copies it
+
+
+def test_large_arguments_at_every_alignment_give_eager_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from funcdiff.replay.jit import _lower
+
+    widened: list[int] = []
+
+    def counting(value: np.ndarray, k: int) -> np.ndarray:
+        widened.append(id(value))
+        return original(value, k)
+
+    original = _lower.widened
+    monkeypatch.setattr(_lower, "widened", counting)
+    rng = np.random.default_rng(5)
+    n = 20_000
+    hvp = replay.hvp(rosenbrock, compile=True)
+    variants: list[int] = []
+    # Each alignment twice: a kernel is compiled for one once it recurs.
+    for k in [0, 2, 2, 5, 5, 7, 7, 1, 1, 0]:
+        x = _at_offset(rng.uniform(-1.5, 1.5, n), k)
+        v = _at_offset(rng.standard_normal(n), k)
+        widened.clear()
+        value, product = hvp(x, v)
+        want_value, want_product = _eager_hvp(x, v)
+        assert value == pytest.approx(want_value, rel=1e-12)
+        np.testing.assert_allclose(product, want_product, rtol=1e-12, atol=1e-12)
+        read_in_place = {id(x), id(v)} <= set(widened)
+        if read_in_place and k not in variants:
+            variants.append(k)
+        # The caller's arrays are read in place at the first alignments that recur;
+        # at others (and when aligned) they are not widened.
+        assert read_in_place == (k in variants)
+        assert not ({id(x), id(v)} & set(widened)) or read_in_place
+    assert variants == [2, 5][: _lower.MAX_ALIGNMENTS]
+    assert _kernels(hvp) == 1
+
+
+def test_matrix_arguments_off_alignment_give_eager_gradients() -> None:
+    def f(a):
+        return np.sum(np.sin(a) * a[::-1] + np.exp(-(a**2)))
+
+    rng = np.random.default_rng(2)
+    vg = replay.value_and_grad(f, compile=True)
+    for k in (3, 3, 0):
+        a = _at_offset(rng.standard_normal((120, 90)), k)
+        value, g = vg(a)
+        t = fd.tensor(a, requires_grad=True)
+        want = f(t)
+        (want_g,) = fd.grad(want, [t])
+        assert value == pytest.approx(float(want.data), rel=1e-12)
+        np.testing.assert_allclose(g, want_g.data, rtol=1e-12, atol=1e-12)
+    assert _kernels(vg) == 1
+
+
+def test_large_results_are_the_callers_own_without_a_copy() -> None:
+    from funcdiff.replay import jit
+
+    n = 20_000
+    x, v = np.linspace(-1.0, 1.0, n), np.ones(n)
+    hvp = replay.hvp(rosenbrock, compile=True)
+    _, first = hvp(x, v)
+    _, second = hvp(x, v)
+    assert jit.kernel_output(second)  # XLA's own buffer, handed over
+    assert first.flags.writeable and not np.shares_memory(first, second)
+    want = second.copy()
+    first[:] = np.nan
+    _, third = hvp(x, v)
+    np.testing.assert_array_equal(third, want)
+    np.testing.assert_array_equal(second, want)
+    assert not jit.kernel_output(x) and not jit.kernel_output(x[1:])

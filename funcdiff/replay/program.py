@@ -312,7 +312,7 @@ def _emit(values: Any, copies: Any) -> Any:
     if values is None:
         return None
     if isinstance(copies, bool):
-        if copies or values.base is not None:
+        if copies or (values.base is not None and not jit.kernel_output(values)):
             return copy_array(values)
         return values
     return tuple(_emit(v, c) for v, c in zip(values, copies))

@@ -37,7 +37,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AUTO_MIN_WORK", "EXTRA", "agree", "available", "check_compile", "lower", "resolve"]
+from funcdiff.replay.jit._handover import kernel_output
+
+__all__ = [
+    "AUTO_MIN_WORK",
+    "EXTRA",
+    "agree",
+    "available",
+    "check_compile",
+    "kernel_output",
+    "lower",
+    "resolve",
+]
 
 #: The optional extra that installs the backend.
 EXTRA = "funcdiff[jit]"

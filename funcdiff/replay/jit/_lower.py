@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff.replay.jit._arrays import Traced, Unsupported, unwrap
+from funcdiff.replay.jit._handover import misalignment, narrowing, results, widened
 from funcdiff.rules.indexing import index_add
 
 # The recorded function is the rule's own (the public name dispatches on Tensors).
@@ -82,8 +83,13 @@ STORED = frozenset(
 #: over its operands (a replayed Rosenbrock hvp at n=1e6 ran 2.2x slower with it). The
 #: option is experimental; a JAX that does not know it compiles without it.
 KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
-#: Bytes above which a kernel's ndarray argument is copied to JAX with device_put.
+#: Bytes above which a kernel's ndarray argument is handed to JAX with device_put.
 LARGE_ARGUMENT = 1 << 16
+#: How many alignments of its large arguments a kernel is compiled for besides the
+#: aligned one (see ``_handover``), each once it is met a second time; others are
+#: copied to aligned memory by JAX. NumPy places a large array 16 bytes past a page
+#: boundary or anywhere on a 16-byte boundary, so one or two are the common cases.
+MAX_ALIGNMENTS = 2
 #: Kernels with fewer instructions stay NumPy (a kernel call costs a few microseconds).
 MIN_SEGMENT = 2
 #: How many times the schedule may be redone (a kernel too small, or one that failed to
@@ -535,19 +541,59 @@ class _Segment:
         fixed = {i: jax.device_put(value) for i, value in constants}
         free = [i for i in range(len(self.ins)) if i not in fixed]
         count = len(self.ins)
-        # A large ndarray argument is handed over with device_put: the executable's own
-        # conversion copies it synchronously, 4x slower. A small one goes as it is: a
-        # device_put costs more than the copy and stalls the dispatch (B5's kernel call
-        # took 1.6x as long with one).
+        no_shifts = (0,) * len(free)
+        by_shifts = {no_shifts: compiled}
+
+        met: dict[tuple[int, ...], int] = {}
+
+        def shifted(shifts: tuple[int, ...]) -> Any:
+            """The kernel for arguments widened by ``shifts`` (see ``_handover``),
+            compiled for the first few alignments met twice, else None. (The arrays a
+            NumPy call makes may start anywhere: an alignment met once may not recur,
+            while a caller's arrays, allocated once, keep theirs.)"""
+            executable = by_shifts.get(shifts)
+            met[shifts] = met.get(shifts, 0) + 1
+            if executable is None and met[shifts] > 1 and len(by_shifts) <= MAX_ALIGNMENTS:
+                every = [0] * count
+                for i, k in zip(free, shifts):
+                    every[i] = k
+                shapes = [self.specs[s][0] for s in self.ins]
+                avals = [
+                    jax.ShapeDtypeStruct((int(np.prod(shape)) + k,) if k else shape, dtype)
+                    for (shape, dtype), k in zip((self.specs[s] for s in self.ins), every)
+                ]
+                body = narrowing(self.body, shapes, every)
+                executable = _compile(jax.jit(body).trace(*avals).lower(), options)
+                by_shifts[shifts] = executable
+            return executable
+
+        # A large ndarray argument is handed over with device_put (the executable's own
+        # conversion copies it synchronously, 4x slower), widened to start on an aligned
+        # address, so that it is read in place. A small one goes as it is: a device_put
+        # costs more than the copy and stalls the dispatch (B5's kernel call took 1.6x
+        # as long with one).
         put, asarray = jax.device_put, np.asarray
 
+        def large(s: int) -> bool:
+            shape, dtype = self.specs[s]
+            return int(np.prod(shape)) * dtype.itemsize > LARGE_ARGUMENT
+
+        large_in = [large(self.ins[i]) for i in free]
+        large_out = [large(s) for s in self.outs]
+        given: list[Any] = [fixed.get(i) for i in range(count)]
+
         def run(*arrays: Any) -> tuple:
-            full: list[Any] = [None] * count
-            for i, value in fixed.items():
-                full[i] = value
-            for i, value in zip(free, arrays):
-                full[i] = put(value) if value.nbytes > LARGE_ARGUMENT else value
-            return tuple(asarray(o) for o in compiled(*full))
+            full = given.copy()
+            shifts = tuple(misalignment(v) if big else 0 for v, big in zip(arrays, large_in))
+            executable = compiled if shifts == no_shifts else shifted(shifts)
+            if executable is None:
+                executable, shifts = compiled, no_shifts
+            for i, value, big, k in zip(free, arrays, large_in, shifts):
+                full[i] = put(widened(value, k) if k else value) if big else value
+            outputs = executable(*full)
+            if not any(large_out):
+                return tuple(asarray(o) for o in outputs)
+            return results(outputs, full, large_out)
 
         return run
 
