@@ -47,7 +47,7 @@ def widened(value: np.ndarray, k: int) -> np.ndarray:
     extra = k * value.itemsize
     memory = (ctypes.c_char * (value.nbytes + extra)).from_address(value.ctypes.data - extra)
     memory.owner = value  # type: ignore[attr-defined]  # ctypes instances take attributes
-    return np.frombuffer(memory, dtype=value.dtype)
+    return np.ndarray((value.size + k,), value.dtype, buffer=memory)  # type: ignore[arg-type]
 
 
 def narrowing(
@@ -86,8 +86,8 @@ def results(outputs: Sequence[Any], arguments: Sequence[Any], large: Sequence[bo
             continue
         seen.add(address)
         memory = (ctypes.c_char * o.nbytes).from_address(address)
-        memory.owner = o  # type: ignore[attr-defined]
-        memory.kernel_output = True  # type: ignore[attr-defined]
+        memory.owner = o
+        memory.kernel_output = True
         arrays.append(np.ndarray(o.shape, o.dtype, buffer=memory))
     return tuple(arrays)
 
