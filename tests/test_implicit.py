@@ -101,7 +101,10 @@ def quad_closed(p):
 
 @pytest.mark.parametrize("method", ["BFGS", "trust-exact", "Newton-CG", "L-BFGS-B"])
 def test_quadratic_minimizer_jacobian_every_strategy(method) -> None:
-    options = {"xtol": 1e-14} if method == "Newton-CG" else {"gtol": 1e-12}
+    # Newton-CG with exact Hessian products is at the minimiser to rounding within a few
+    # steps; asked for smaller steps (SciPy 1.17: xtol under 1e-5) its line search then
+    # reports precision loss (no progress possible), which minimize refuses.
+    options = {"xtol": 1e-5} if method == "Newton-CG" else {"gtol": 1e-12}
     if method == "L-BFGS-B":
         options = {"gtol": 1e-13, "ftol": 1e-15}
 

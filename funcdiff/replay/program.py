@@ -236,6 +236,7 @@ class Program:
         numpy_run = compile_program(self.code, self.inputs, self.template, self.outputs, _OPCODES)
         if numpy_run is None:
             return True
+        kernels(*arrays)  # untimed: a kernel compiles for an alignment met again here
         best = {"kernels": np.inf, "numpy": np.inf}
         for _ in range(3):
             for name, fn in (("kernels", kernels), ("numpy", numpy_run)):
