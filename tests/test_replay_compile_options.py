@@ -254,8 +254,10 @@ def test_widened_views_start_aligned_and_hold_the_array() -> None:
         # JAX reads the widened view in place (no copy), which is the point of it.
         with _lower.x64():
             assert jax.device_put(wide).unsafe_buffer_pointer() == wide.ctypes.data
-    strided = _at_offset(values, 3)[::2]
+    strided = _at_offset(values, 0)[::2]
     assert _handover.misalignment(strided) == 0  # not contiguous: JAX copies it
+    assert not _handover.aligned(strided) and _handover.aligned(_at_offset(values, 0))
+    assert not _handover.aligned(_at_offset(values, 1))
 
 
 def test_large_arguments_at_every_alignment_give_eager_values(
@@ -292,6 +294,12 @@ def test_large_arguments_at_every_alignment_give_eager_values(
         assert read_in_place == (k in variants)
         assert not ({id(x), id(v)} & set(widened)) or read_in_place
     assert variants == [2, 5][: _lower.MAX_ALIGNMENTS]
+    # Strided views are copied by JAX (never widened), with the same numbers.
+    x, v = rng.uniform(-1.5, 1.5, 2 * n)[::2], rng.standard_normal(2 * n)[::2]
+    widened.clear()
+    value, product = hvp(x, v)
+    assert not widened
+    np.testing.assert_allclose(product, _eager_hvp(x, v)[1], rtol=1e-12, atol=1e-12)
     assert _kernels(hvp) == 1
 
 

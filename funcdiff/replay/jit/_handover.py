@@ -23,7 +23,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ALIGNMENT", "kernel_output", "misalignment", "narrowing", "results", "widened"]
+__all__ = [
+    "ALIGNMENT",
+    "aligned",
+    "kernel_output",
+    "misalignment",
+    "narrowing",
+    "results",
+    "widened",
+]
 
 #: The data alignment XLA's CPU client needs to read an array in place.
 ALIGNMENT = 64
@@ -39,6 +47,16 @@ def misalignment(value: Any) -> int:
     if offset % value.itemsize:
         return 0
     return offset // value.itemsize
+
+
+def aligned(value: Any) -> bool:
+    """Whether XLA can read ``value`` in place: a C-contiguous ndarray whose data starts
+    on a 64-byte boundary."""
+    return (
+        isinstance(value, np.ndarray)
+        and value.flags.c_contiguous
+        and value.ctypes.data % ALIGNMENT == 0
+    )
 
 
 def widened(value: np.ndarray, k: int) -> np.ndarray:

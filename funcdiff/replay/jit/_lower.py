@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from funcdiff.replay.jit._arrays import Traced, Unsupported, unwrap
-from funcdiff.replay.jit._handover import misalignment, narrowing, results, widened
+from funcdiff.replay.jit._handover import aligned, misalignment, narrowing, results, widened
 from funcdiff.rules.indexing import index_add
 
 # The recorded function is the rule's own (the public name dispatches on Tensors).
@@ -567,11 +567,12 @@ class _Segment:
                 by_shifts[shifts] = executable
             return executable
 
-        # A large ndarray argument is handed over with device_put (the executable's own
-        # conversion copies it synchronously, 4x slower), widened to start on an aligned
-        # address, so that it is read in place. A small one goes as it is: a device_put
-        # costs more than the copy and stalls the dispatch (B5's kernel call took 1.6x
-        # as long with one).
+        # A large ndarray argument is handed over as it is where it starts on an aligned
+        # address, or widened to start on one: XLA reads it in place. One that cannot be
+        # (at an alignment without its kernel) goes through device_put, which copies it
+        # to aligned memory (the executable's own conversion copies it synchronously, 4x
+        # slower). A small one goes as it is: a device_put costs more than the copy and
+        # stalls the dispatch (B5's kernel call took 1.6x as long with one).
         put, asarray = jax.device_put, np.asarray
 
         def large(s: int) -> bool:
@@ -589,7 +590,12 @@ class _Segment:
             if executable is None:
                 executable, shifts = compiled, no_shifts
             for i, value, big, k in zip(free, arrays, large_in, shifts):
-                full[i] = put(widened(value, k) if k else value) if big else value
+                if k:
+                    full[i] = widened(value, k)
+                elif big and not aligned(value):
+                    full[i] = put(value)
+                else:
+                    full[i] = value
             outputs = executable(*full)
             if not any(large_out):
                 return tuple(asarray(o) for o in outputs)
