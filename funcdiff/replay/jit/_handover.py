@@ -18,6 +18,7 @@ argument's or another result's), which the caller may keep without a copy.
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,14 +38,20 @@ __all__ = [
 ALIGNMENT = 64
 
 
+def _offset(value: Any) -> int | None:
+    """How many bytes past a 64-byte boundary ``value``'s data starts; None where it is
+    not a C-contiguous ndarray (XLA copies those whatever their address)."""
+    if not (isinstance(value, np.ndarray) and value.flags.c_contiguous):
+        return None
+    return value.ctypes.data % ALIGNMENT
+
+
 def misalignment(value: Any) -> int:
     """How many elements past a 64-byte boundary ``value``'s data starts: 0 where it
     starts on one, or where it cannot be widened (not C-contiguous, or an offset that
     is not a whole number of elements)."""
-    if not (isinstance(value, np.ndarray) and value.flags.c_contiguous):
-        return 0
-    offset = value.ctypes.data % ALIGNMENT
-    if offset % value.itemsize:
+    offset = _offset(value)
+    if offset is None or offset % value.itemsize:
         return 0
     return offset // value.itemsize
 
@@ -52,11 +59,7 @@ def misalignment(value: Any) -> int:
 def aligned(value: Any) -> bool:
     """Whether XLA can read ``value`` in place: a C-contiguous ndarray whose data starts
     on a 64-byte boundary."""
-    return (
-        isinstance(value, np.ndarray)
-        and value.flags.c_contiguous
-        and value.ctypes.data % ALIGNMENT == 0
-    )
+    return _offset(value) == 0
 
 
 def widened(value: np.ndarray, k: int) -> np.ndarray:
@@ -78,7 +81,7 @@ def narrowing(
     def narrowed(*values: Any) -> tuple:
         return body(
             *(
-                v if k == 0 else v[k : k + int(np.prod(shape))].reshape(shape)
+                v if k == 0 else v[k : k + math.prod(shape)].reshape(shape)
                 for v, shape, k in zip(values, shapes, shifts)
             )
         )

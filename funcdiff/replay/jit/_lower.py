@@ -23,6 +23,7 @@ and NumPy instructions keep their order relative to every guard.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -552,19 +553,21 @@ class _Segment:
             NumPy call makes may start anywhere: an alignment met once may not recur,
             while a caller's arrays, allocated once, keep theirs.)"""
             executable = by_shifts.get(shifts)
+            if executable is not None or len(by_shifts) > MAX_ALIGNMENTS:
+                return executable
             met[shifts] = met.get(shifts, 0) + 1
-            if executable is None and met[shifts] > 1 and len(by_shifts) <= MAX_ALIGNMENTS:
-                every = [0] * count
-                for i, k in zip(free, shifts):
-                    every[i] = k
-                shapes = [self.specs[s][0] for s in self.ins]
-                avals = [
-                    jax.ShapeDtypeStruct((int(np.prod(shape)) + k,) if k else shape, dtype)
-                    for (shape, dtype), k in zip((self.specs[s] for s in self.ins), every)
-                ]
-                body = narrowing(self.body, shapes, every)
-                executable = _compile(jax.jit(body).trace(*avals).lower(), options)
-                by_shifts[shifts] = executable
+            if met[shifts] < 2:
+                return None
+            every = [0] * count
+            for i, k in zip(free, shifts):
+                every[i] = k
+            specs = [self.specs[s] for s in self.ins]
+            avals = [
+                jax.ShapeDtypeStruct((math.prod(shape) + k,) if k else shape, dtype)
+                for (shape, dtype), k in zip(specs, every)
+            ]
+            body = narrowing(self.body, [shape for shape, _ in specs], every)
+            executable = by_shifts[shifts] = _compile(jax.jit(body).trace(*avals).lower(), options)
             return executable
 
         # A large ndarray argument is handed over as it is where it starts on an aligned
@@ -577,7 +580,7 @@ class _Segment:
 
         def large(s: int) -> bool:
             shape, dtype = self.specs[s]
-            return int(np.prod(shape)) * dtype.itemsize > LARGE_ARGUMENT
+            return math.prod(shape) * dtype.itemsize > LARGE_ARGUMENT
 
         large_in = [large(self.ins[i]) for i in free]
         large_out = [large(s) for s in self.outs]
