@@ -336,3 +336,36 @@ def test_large_results_are_the_callers_own_without_a_copy() -> None:
     np.testing.assert_array_equal(third, want)
     np.testing.assert_array_equal(second, want)
     assert not jit.kernel_output(x) and not jit.kernel_output(x[1:])
+
+
+@pytest.mark.parametrize(
+    ("shift", "axis"),
+    [(1, None), (-7, None), (2, 0), (-1, -1), (13, 1), ((1, 2), (0, 1)), (3, (0, 1)), (0, 1)],
+)
+def test_rolls_lowered_as_gathers_equal_numpy(monkeypatch: pytest.MonkeyPatch, shift, axis) -> None:
+    """np.roll is lowered as a gather at wrapped indices, not as JAX's concatenation:
+    every shift (negative, past the length, several axes, along the flattened array)
+    gives NumPy's values and the eager gradient."""
+    from funcdiff.replay.jit import _arrays
+
+    lowered = []
+
+    def counted(*args, **kwargs):
+        lowered.append(args[1:])
+        return _arrays._roll(*args, **kwargs)
+
+    monkeypatch.setitem(_arrays._LOWERINGS, np.roll, counted)
+
+    def f(x):
+        return np.sum(np.sin(x) * np.roll(x * x, shift, axis) + np.roll(x, 1, 0) ** 3)
+
+    rng = np.random.default_rng(5)
+    value_and_grad = replay.value_and_grad(f, compile=True)
+    for _ in range(3):
+        x = rng.standard_normal((4, 5))
+        value, grad = value_and_grad(x)
+        assert value == pytest.approx(float(f(x)), rel=1e-13)
+        want = functional.vjp(f, fd.tensor(x))[1].data
+        np.testing.assert_allclose(grad, want, rtol=1e-12, atol=1e-13)
+    assert _kernels(value_and_grad) >= 1
+    assert lowered  # the rolls went through the gather lowering

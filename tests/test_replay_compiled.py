@@ -286,6 +286,8 @@ def test_sparse_jacobian_compiled_equals_eager(mode: str) -> None:
     program = compiled._programs[id(compiled._entry)]
     assert program is not None and program.info["jit"]["kernels"] >= 1
     assert not program.info["jit"].get("disagreed")
+    # The gather of the stored entries from the compressed products is in the kernel.
+    assert program.info["jit"]["numpy"] == 0
 
 
 @needs_jax
@@ -317,6 +319,11 @@ def test_the_prepared_decompressor_equals_decompress_and_hands_out_copies() -> N
         prepared(compressed + 1j)
     with pytest.raises(ValueError, match="stored entries"):
         Decompressor(coloring, np.eye(4))
+    # The stored entries gathered from the compressed products, assembled around them.
+    data = compressed.ravel()[prepared.gather]
+    np.testing.assert_array_equal(prepared.assemble(data).toarray(), H.toarray())
+    with pytest.raises(ValueError, match="one value per stored entry"):
+        prepared.assemble(data[1:])
 
 
 def test_compile_is_checked_and_true_without_the_extra_names_it(monkeypatch) -> None:

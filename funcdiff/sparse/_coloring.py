@@ -701,7 +701,22 @@ class Decompressor:
         values = np.asarray(compressed, dtype=np.float64)
         if values.shape != self.expected:
             raise ValueError(f"compressed must have shape {self.expected}, got {values.shape}")
-        data = values.ravel().take(self._gather)
+        return self.assemble(values.ravel().take(self._gather))
+
+    @property
+    def gather(self) -> np.ndarray:
+        """Where each stored entry of the pattern (in CSR order) sits in the raveled
+        compressed products: ``assemble(compressed.ravel()[gather])`` is this call."""
+        return self._gather
+
+    def assemble(self, data: np.ndarray) -> sp.csr_array:
+        """The matrix from the values of the pattern's stored entries, in CSR order
+        (``data`` becomes the result's own: pass a fresh array)."""
+        if np.shape(data) != self._gather.shape:
+            raise ValueError(
+                f"data must hold one value per stored entry, shape {self._gather.shape}, "
+                f"got {np.shape(data)}"
+            )
         out = sp.csr_array(
             (data, self._indices.copy(), self._indptr.copy()), shape=self.shape, copy=False
         )

@@ -17,7 +17,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from funcdiff._core import grad_mode, tracing
-from funcdiff._core.backends import copy_array, is_foreign, type_name
+from funcdiff._core.backends import is_foreign, type_name
 from funcdiff._core.exits import refuse_recorded_arguments
 from funcdiff._core.tensor import Tensor, tensor
 from funcdiff._functional_args import check_callable, check_choice, check_positive_int
@@ -143,12 +143,16 @@ class _Entry:
         self.verified = False
         self._decompressor: Decompressor | None = None
 
-    def decompress(self, compressed: np.ndarray) -> sp.csr_array:
-        """The matrix from its compressed products (the decompression is prepared
-        once per pattern, at its first use)."""
+    @property
+    def decompressor(self) -> Decompressor:
+        """The decompression, prepared once per pattern at its first use."""
         if self._decompressor is None:
             self._decompressor = Decompressor(self.coloring, self.pattern)
-        return self._decompressor(compressed)
+        return self._decompressor
+
+    def decompress(self, compressed: np.ndarray) -> sp.csr_array:
+        """The matrix from its compressed products."""
+        return self.decompressor(compressed)
 
     def matches(self, outcomes: list, args: tuple) -> bool:
         if self.guards is None:
@@ -268,10 +272,12 @@ class _Prepared:
 
     # -- replay: the run of f and the compressed pass as one recorded program per entry
     def _replayed(self, x: np.ndarray, args: tuple) -> tuple | None:
-        """``(value, compressed, entry)`` by replaying the current entry's program, or
-        None (no program yet, other arguments, or a branch the program does not cover).
-        The entry comes along: another thread (a Dask task) may switch ``self._entry``
-        before the caller decompresses with its colouring."""
+        """``(value, matrix)`` by replaying the current entry's program, or None (no
+        program yet, other arguments, or a branch the program does not cover).
+
+        The program computes the stored entries' values itself (the gather from the
+        compressed products is its last instruction, fused into a compiled kernel), so
+        the matrix is assembled around them without a further pass."""
         entry = self._entry
         program = self._programs.get(id(entry))
         if program is None or not (
@@ -279,8 +285,8 @@ class _Prepared:
         ):
             return None
         try:
-            value, compressed = program.run([x], copy=False)  # read here, then dropped
-            return copy_array(value), compressed, entry
+            value, data = program.run([x])
+            return value, entry.decompressor.assemble(data)
         except GuardFailure:
             self._programs[id(entry)] = None
             return None
@@ -298,11 +304,15 @@ class _Prepared:
             tracer.input(xt)
             out = _output(self.f(xt, *args), f"funcdiff.sparse.{self._what}")
             compressed = self._compressed_tensors(xt, out, entry.coloring)
+            if compressed is not None:
+                gather = entry.decompressor.gather
+                data = cast(Tensor, np.take(np.reshape(compressed, (-1,)), gather))
         if compressed is None:
             self._programs[id(entry)] = None
             return
-        structure = (tracer.slot_of(out), tracer.slot_of(compressed))
+        structure = (tracer.slot_of(out), tracer.slot_of(data))
         program = build(tracer, structure, self.compile)
+        expected = expected.ravel().take(gather)
         try:
             _, replayed = program.run([x])
         except GuardFailure:
@@ -390,8 +400,7 @@ class SparseJacobian(_Prepared):
         x, args = self._point(x, args)
         replayed = self._replayed(x, args) if self.replay else None
         if replayed is not None:
-            value, compressed, entry = replayed
-            return value, entry.decompress(compressed)
+            return replayed
         xt, out, outcomes = self._record(x, args)
         entry = self._entry_for(x, args, outcomes)
         self._entry = entry
@@ -546,8 +555,7 @@ class SparseHessian(_Prepared):
         x, args = self._point(x, args)
         replayed = self._replayed(x, args) if self.replay else None
         if replayed is not None:
-            _, compressed, entry = replayed
-            return entry.decompress(compressed)
+            return replayed[1]
         xt, out, g, entry = self._gradient(x, args)
         n = int(xt.data.size)
         k = entry.coloring.ncolors

@@ -135,6 +135,71 @@ def _ufunc(ufunc: Any, inputs: tuple, kwargs: dict) -> Any:
     return wrap(jax_func(*unwrap(inputs), **unwrap(kwargs)))
 
 
+def _roll(a: Any, shift: Any, axis: Any = None) -> Any:
+    """``np.roll`` as a gather at wrapped indices.
+
+    ``jax.numpy.roll`` concatenates two slices; inside a fused loop XLA computes a
+    concatenation element by element with a branch on the index, which does not
+    vectorise. A gather at ``(i - shift) % n`` fuses into straight loads: the replayed
+    sparse Brusselator Jacobian's kernel (rolls of its (colours, N) tangents) runs in
+    0.6x the time. The indices are in bounds, and ``mode="clip"`` says so cheaply
+    (XLA's checks for the other modes cost more than the concatenation).
+    """
+    jnp = _jax_numpy()
+    if axis is None:
+        return _roll(jnp.ravel(a), shift, 0).reshape(jnp.shape(a))
+    shifts = shift if isinstance(shift, (tuple, list)) else None
+    axes = axis if isinstance(axis, (tuple, list)) else (axis,)
+    if shifts is None:
+        shifts = (shift,) * len(axes)
+    if len(shifts) != len(axes) or not all(
+        isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in shifts
+    ):
+        return jnp.roll(a, shift, axis)  # traced shifts or NumPy's error, as JAX has them
+    total: dict[int, int] = {}
+    for k, ax in zip(shifts, axes):
+        ax = int(ax) + a.ndim if int(ax) < 0 else int(ax)
+        if not 0 <= ax < a.ndim:
+            return jnp.roll(a, shift, axis)
+        total[ax] = total.get(ax, 0) + int(k)
+    for ax, k in total.items():
+        n = a.shape[ax]
+        if n and k % n:
+            a = jnp.take(a, (jnp.arange(n) - k % n) % n, axis=ax, mode="clip")
+    return a
+
+
+def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: Any = None) -> Any:
+    """``np.take``, whose default ``mode="raise"`` JAX does not have.
+
+    Inside a kernel an index array is a constant of the program: an instruction
+    reading an integer value computed at run time stays a NumPy call. The recording
+    ran NumPy's bounds check on that constant and the shapes are fixed, so its indices
+    stay in bounds; negative ones are wrapped once, as NumPy does, and the gather is
+    told they are in bounds (``mode="clip"``: the cheapest form XLA has, see
+    :func:`_roll`).
+    """
+    jnp = _jax_numpy()
+    if out is not None:
+        raise Unsupported("take with out=")
+    if mode not in (None, "raise"):
+        return jnp.take(a, indices, axis=axis, mode=mode)
+    if _is_jax(indices):
+        if not jnp.issubdtype(indices.dtype, jnp.integer):
+            raise Unsupported(f"take at {indices.dtype} indices")
+    else:
+        indices = np.asarray(indices)
+        if indices.dtype.kind not in "iu":
+            raise Unsupported(f"take at {indices.dtype} indices")
+    n = jnp.size(a) if axis is None else jnp.shape(a)[axis]
+    return jnp.take(a, jnp.where(indices < 0, indices + n, indices), axis=axis, mode="clip")
+
+
+#: NumPy functions whose ``jax.numpy`` namesake XLA compiles into slower loops than
+#: another lowering of the same values, or lacks NumPy's default.
+_LOWERINGS: dict[Any, Any] = {np.roll: _roll, np.take: _take}
+
+
 class Traced:
     """A traced JAX array standing in for an ndarray inside a lowered NumPy call."""
 
@@ -150,6 +215,9 @@ class Traced:
         return _ufunc(ufunc, inputs, kwargs)
 
     def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        own = _LOWERINGS.get(func)
+        if own is not None:
+            return wrap(own(*unwrap(args), **unwrap(kwargs)))
         jax_func = _namesake(func)
         if jax_func is None:
             raise Unsupported(f"{getattr(func, '__module__', '')}.{func.__name__}")

@@ -1,0 +1,107 @@
+"""How much of NumPy f's time is page faults, and what that does to the "x f" ratios.
+
+``python -m benchmarks.allocator_state [--problems bruss,rosen] [--runs 30]``
+
+NumPy allocates each array over glibc's mmap threshold (128 KiB at start) with a fresh
+``mmap`` and returns it with ``munmap``, so every temporary of a large problem faults
+its pages in anew. glibc raises the threshold once a process frees a large mapped block,
+and after that the same temporaries come from the heap without faults. The NumPy f the
+benchmarks divide by is thus 2-4x faster in a process that has already run other
+libraries (as ``benchmarks.sparse`` has) than in a fresh one. Each problem is timed here
+in fresh interpreters, alternately with glibc's defaults and with
+``MALLOC_MMAP_THRESHOLD_`` raised, and reports NumPy f and the compiled prepared sparse
+call side by side in each (CPU clock, one thread, medians).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from benchmarks._env import XLA_THREAD_FLAGS
+
+ROOT = Path(__file__).resolve().parent.parent
+RAISED = {"MALLOC_MMAP_THRESHOLD_": str(1 << 26), "MALLOC_TRIM_THRESHOLD_": str(1 << 27)}
+
+
+def _child(problem: str, runs: int) -> dict[str, float]:
+    """Median CPU seconds of NumPy f and of the compiled prepared call, in this process."""
+    import time
+
+    import numpy as np
+
+    from benchmarks.sparse_problems import brusselator, brusselator_y0, rosen
+
+    n = 100_000
+    if problem == "bruss":
+        f, x = brusselator(np), brusselator_y0(n)
+    else:
+        f, x = rosen(np), np.linspace(-1.0, 2.0, n)
+
+    def median(fn: object) -> float:
+        times = []
+        for _ in range(runs):
+            began = time.process_time()
+            fn()  # type: ignore[operator]
+            times.append(time.process_time() - began)
+        return float(np.median(times))
+
+    f_first = median(lambda: f(x))  # NumPy and SciPy imported, nothing else run
+    import funcdiff.sparse as fs
+
+    prepare = fs.prepare_jacobian if problem == "bruss" else fs.prepare_hessian
+    prepared = prepare(f, x, replay=True, compile=True)
+    for _ in range(4):
+        prepared(x)
+    return {"f_first": f_first, "f": median(lambda: f(x)), "call": median(lambda: prepared(x))}
+
+
+def measure(problem: str, runs: int, raised: bool) -> dict[str, float]:
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "XLA_FLAGS": XLA_THREAD_FLAGS,
+    }
+    for key in RAISED:
+        env.pop(key, None)
+    if raised:
+        env.update(RAISED)
+    command = [sys.executable, "-m", "benchmarks.allocator_state", "--child", problem]
+    out = subprocess.run(
+        command + ["--runs", str(runs)], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    if out.returncode:
+        raise RuntimeError(out.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", default="bruss,rosen")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(_child(args.child, args.runs)))
+        return
+    print("problem  malloc    f first (ms)  f (ms)  call (ms)  call / f  call / f first")
+    for problem in args.problems.split(","):
+        for _ in range(args.rounds):
+            for raised in (False, True):
+                r = measure(problem, args.runs, raised)
+                print(
+                    f"{problem:8} {'raised' if raised else 'default':8}"
+                    f"  {1e3 * r['f_first']:12.2f}  {1e3 * r['f']:6.2f}  {1e3 * r['call']:9.2f}"
+                    f"  {r['call'] / r['f']:8.2f}  {r['call'] / r['f_first']:14.2f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
