@@ -26,7 +26,8 @@ from funcdiff import special as fds
 from funcdiff.replay import jit
 from funcdiff.replay.jit import _lower as jit_lower
 from funcdiff.rules import all_rules
-from funcdiff.sparse._coloring import Decompressor, color_hessian, decompress
+from funcdiff.sparse._coloring import color_hessian
+from funcdiff.sparse._decompress import Decompressor, decompress
 from funcdiff.testing import flat_case
 
 HAS_JAX = importlib.util.find_spec("jax") is not None

@@ -11,13 +11,8 @@ import pytest
 import scipy.sparse as sp
 
 from funcdiff.sparse import _coloring as coloring_module
-from funcdiff.sparse._coloring import (
-    Coloring,
-    color_hessian,
-    color_jacobian,
-    decompress,
-    verify,
-)
+from funcdiff.sparse._coloring import Coloring, color_hessian, color_jacobian, verify
+from funcdiff.sparse._decompress import decompress
 
 # --------------------------------------------------------------------------- structures
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Coloring", "Decompressor", "color_hessian", "color_jacobian", "decompress", "verify"]
+__all__ = ["Coloring", "color_hessian", "color_jacobian", "verify"]
 
 _KINDS = ("column", "row", "star", "dense")
 _JACOBIAN_MODES = ("auto", "forward", "reverse")
@@ -553,11 +553,8 @@ def color_jacobian(pattern: Any, mode: str = "auto", order: str = "largest_first
     >>> c.kind, c.ncolors, c.colors
     ('column', 2, array([1, 0, 1, 0]))
     >>> J = np.diag([1.0, 2, 3, 4]) + np.diag([5.0, 6, 7], k=1)
-    >>> decompress(c, pattern, (J @ c.seeds(4).T).T).toarray() == J
-    array([[ True,  True,  True,  True],
-           [ True,  True,  True,  True],
-           [ True,  True,  True,  True],
-           [ True,  True,  True,  True]])
+    >>> (J @ c.seeds(4).T).T.ravel()[c.gather]  # the stored entries, in CSR order
+    array([1., 5., 2., 6., 3., 7., 4.])
     """
     _check_choice(mode, "mode", _JACOBIAN_MODES)
     _check_choice(order, "order", _ORDERS)
@@ -622,114 +619,12 @@ def color_hessian(pattern: Any, method: str = "star", order: str = "largest_firs
     return result
 
 
-def decompress(coloring: Coloring, pattern: Any, compressed: Any) -> sp.csr_array:
-    """Recover the sparse matrix from its compressed products.
-
-    Parameters
-    ----------
-    coloring : Coloring
-        As returned by :func:`color_jacobian` or :func:`color_hessian` for ``pattern``.
-    pattern : scipy.sparse array or array-like, shape (m, n)
-        The pattern that was coloured.
-    compressed : array_like
-        ``(ncolors, m)`` for column/star/dense colourings (row ``c`` is the product with
-        seed ``c``), ``(ncolors, n)`` for row colourings.
-
-    Returns
-    -------
-    scipy.sparse.csr_array
-        float64 with a copy of the pattern's indices and indptr; explicit zeros are kept.
-
-    Examples
-    --------
-    >>> import numpy as np, scipy.sparse as sp
-    >>> H = sp.csr_array(np.array([[2.0, 1, 0], [1, 3, 4], [0, 4, 5]]))
-    >>> c = color_hessian(H != 0)
-    >>> decompress(c, H != 0, (H @ c.seeds(3).T).T).toarray()
-    array([[2., 1., 0.],
-           [1., 3., 4.],
-           [0., 4., 5.]])
-    """
-    return Decompressor(coloring, pattern)(compressed)
-
-
-class Decompressor:
-    """:func:`decompress` prepared for one colouring and pattern, for many calls.
-
-    The pattern is checked and made canonical once; each call gathers the compressed
-    values into the pattern's stored entries and returns a new ``csr_array`` with its
-    own copies of the indices (so a caller may change them).
-
-    Parameters
-    ----------
-    coloring : Coloring
-        As returned by :func:`color_jacobian` or :func:`color_hessian` for ``pattern``.
-    pattern : scipy.sparse array or array-like, shape (m, n)
-        The pattern that was coloured.
-
-    Examples
-    --------
-    >>> import numpy as np, scipy.sparse as sp
-    >>> H = sp.csr_array(np.array([[2.0, 1, 0], [1, 3, 4], [0, 4, 5]]))
-    >>> d = Decompressor(color_hessian(H != 0), H != 0)
-    >>> d((H @ d.coloring.seeds(3).T).T).toarray()[1]
-    array([1., 3., 4.])
-    """
-
-    def __init__(self, coloring: Coloring, pattern: Any) -> None:
-        if not isinstance(coloring, Coloring):
-            raise TypeError(f"coloring must be a Coloring, got {type(coloring).__name__}")
-        csr = _as_pattern(pattern)
-        m, n = csr.shape
-        if coloring.gather.shape != (csr.nnz,):
-            raise ValueError(
-                f"pattern has {csr.nnz} stored entries but coloring was made for "
-                f"{coloring.gather.shape[0]}: colour this pattern"
-            )
-        self.coloring = coloring
-        self.shape = csr.shape
-        self.expected = (coloring.ncolors, n if coloring.kind == "row" else m)
-        self._gather = np.ascontiguousarray(coloring.gather, dtype=np.intp)
-        self._indices = csr.indices.copy()
-        self._indptr = csr.indptr.copy()
-
-    def __call__(self, compressed: Any) -> sp.csr_array:
-        """The matrix from its compressed products (shape ``(ncolors, m)``, or
-        ``(ncolors, n)`` for a row colouring); float64, explicit zeros kept."""
-        if np.iscomplexobj(compressed):
-            raise TypeError("compressed must be real (float64)")
-        values = np.asarray(compressed, dtype=np.float64)
-        if values.shape != self.expected:
-            raise ValueError(f"compressed must have shape {self.expected}, got {values.shape}")
-        return self.assemble(values.ravel().take(self._gather))
-
-    @property
-    def gather(self) -> np.ndarray:
-        """Where each stored entry of the pattern (in CSR order) sits in the raveled
-        compressed products: ``assemble(compressed.ravel()[gather])`` is this call."""
-        return self._gather
-
-    def assemble(self, data: np.ndarray) -> sp.csr_array:
-        """The matrix from the values of the pattern's stored entries, in CSR order
-        (``data`` becomes the result's own: pass a fresh array)."""
-        if np.shape(data) != self._gather.shape:
-            raise ValueError(
-                f"data must hold one value per stored entry, shape {self._gather.shape}, "
-                f"got {np.shape(data)}"
-            )
-        out = sp.csr_array(
-            (data, self._indices.copy(), self._indptr.copy()), shape=self.shape, copy=False
-        )
-        out.has_sorted_indices = True  # canonical: the pattern was made so once
-        return out
-
-
 def verify(coloring: Coloring, pattern: Any) -> None:
     """Check that ``coloring`` recovers every entry of ``pattern`` exactly.
 
     Column, row and dense colourings: no two stored entries of a row (column) share a
     colour, and ``gather`` points at them. Star colourings: a round trip of random
-    symmetric values through explicit compression and :func:`decompress` is exact.
+    symmetric values through explicit compression and the gather is exact.
 
     Raises
     ------
@@ -797,10 +692,10 @@ def verify(coloring: Coloring, pattern: Any) -> None:
     compressed = (matrix @ coloring.seeds(n).T).T
     if gather.size and (gather.min() < 0 or gather.max() >= compressed.size):
         raise ValueError("coloring.gather points outside the compressed matrix")
-    recovered = decompress(coloring, csr, compressed)
+    recovered = compressed.ravel().take(gather)  # the stored entries, in CSR order
     if (
         matrix.nnz != csr.nnz
         or not np.array_equal(matrix.indices, csr.indices)
-        or not np.array_equal(recovered.data, matrix.data)
+        or not np.array_equal(recovered, matrix.data)
     ):
         raise ValueError("invalid star colouring: the symmetric round trip is not exact")

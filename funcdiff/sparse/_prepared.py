@@ -25,7 +25,8 @@ from funcdiff._jacobian import push_tangents
 from funcdiff.autograd.engine import grad
 from funcdiff.replay import jit
 from funcdiff.replay.program import GuardFailure, Program, build, recording
-from funcdiff.sparse._coloring import Coloring, Decompressor, color_hessian, color_jacobian
+from funcdiff.sparse._coloring import Coloring, color_hessian, color_jacobian
+from funcdiff.sparse._decompress import Decompressor
 from funcdiff.sparse._detect import GuardRecorder, run_traced, same_outcome
 
 __all__ = ["SparseJacobian", "SparseHessian", "SparsityGuardError", "SparsityError"]
