@@ -1,6 +1,6 @@
 """How much of NumPy f's time is page faults, and what that does to the "x f" ratios.
 
-``python -m benchmarks.allocator_state [--problems bruss,rosen] [--runs 30]``
+``python -m benchmarks.allocator_state [--problems bruss,rosen,b4] [--runs 30]``
 
 NumPy allocates each array over glibc's mmap threshold (128 KiB at start) with a fresh
 ``mmap`` and returns it with ``munmap``, so every temporary of a large problem faults
@@ -9,8 +9,10 @@ and after that the same temporaries come from the heap without faults. The NumPy
 benchmarks divide by is thus 2-4x faster in a process that has already run other
 libraries (as ``benchmarks.sparse`` has) than in a fresh one. Each problem is timed here
 in fresh interpreters, alternately with glibc's defaults and with
-``MALLOC_MMAP_THRESHOLD_`` raised, and reports NumPy f and the compiled prepared sparse
-call side by side in each (CPU clock, one thread, medians).
+``MALLOC_MMAP_THRESHOLD_`` raised, and reports NumPy f and the compiled derivative side
+by side in each (CPU clock, one thread, medians): the prepared sparse Brusselator Jacobian
+(N = 1e5), the Rosenbrock sparse Hessian (n = 1e5), and B4, one replayed Hessian-vector
+product of Rosenbrock at n = 1e6.
 """
 
 from __future__ import annotations
@@ -39,8 +41,12 @@ def _child(problem: str, runs: int) -> dict[str, float]:
     n = 100_000
     if problem == "bruss":
         f, x = brusselator(np), brusselator_y0(n)
-    else:
+    elif problem == "rosen":
         f, x = rosen(np), np.linspace(-1.0, 2.0, n)
+    else:  # B4: one replayed Hessian-vector product at n = 1e6
+        rng = np.random.default_rng(0)
+        f, x = rosen(np), rng.uniform(-2.0, 2.0, 1_000_000)
+        v = rng.standard_normal(x.size)
 
     def median(fn: object) -> float:
         times = []
@@ -51,13 +57,24 @@ def _child(problem: str, runs: int) -> dict[str, float]:
         return float(np.median(times))
 
     f_first = median(lambda: f(x))  # NumPy and SciPy imported, nothing else run
+    import funcdiff.replay as replay
     import funcdiff.sparse as fs
 
-    prepare = fs.prepare_jacobian if problem == "bruss" else fs.prepare_hessian
-    prepared = prepare(f, x, replay=True, compile=True)
+    if problem == "b4":
+        hvp = replay.hvp(f, compile=True)
+
+        def call() -> object:
+            return hvp(x, v)
+    else:
+        prepare = fs.prepare_jacobian if problem == "bruss" else fs.prepare_hessian
+        prepared = prepare(f, x, replay=True, compile=True)
+
+        def call() -> object:
+            return prepared(x)
+
     for _ in range(4):
-        prepared(x)
-    return {"f_first": f_first, "f": median(lambda: f(x)), "call": median(lambda: prepared(x))}
+        call()
+    return {"f_first": f_first, "f": median(lambda: f(x)), "call": median(call)}
 
 
 def measure(problem: str, runs: int, raised: bool) -> dict[str, float]:
@@ -83,7 +100,7 @@ def measure(problem: str, runs: int, raised: bool) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--problems", default="bruss,rosen")
+    parser.add_argument("--problems", default="bruss,rosen,b4")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--child", help=argparse.SUPPRESS)
