@@ -285,6 +285,29 @@ def test_batched_cotangents_through_indexing(index) -> None:
         np.testing.assert_allclose(batched.data[b], expected)
 
 
+@pytest.mark.parametrize(
+    "index",
+    [(slice(1, None),), (slice(None), slice(None, -1)), (1, None, slice(None, None, 2)), (-1, 1)],
+    ids=["slice", "two-slices", "int-newaxis-step", "ints"],
+)
+def test_batched_cotangents_through_basic_indexing(index) -> None:
+    """Under create_graph a basic index scatters the whole batch at once, batch axes
+    leading: the result is the per-sample scatters, contiguous (no transposed view that
+    every later pass, or a compiled kernel, would read across)."""
+    base = r(3, 2, 4)
+    x = leaf(base)
+    y = x[index]
+    cot = r(5, *y.shape)
+    (batched,) = fd.grad(
+        y, x, grad_outputs=fd.tensor(cot), is_grads_batched=True, create_graph=True
+    )
+    assert batched.data.flags.c_contiguous
+    for b in range(5):
+        expected = np.zeros_like(base)
+        expected[index] += cot[b]
+        np.testing.assert_array_equal(batched.data[b], expected)
+
+
 def test_second_derivative_of_a_gather_times_a_square() -> None:
     x = leaf([1.0, 2.0, 3.0])
     idx = np.array([2, 2, 0])

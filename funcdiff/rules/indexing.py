@@ -142,6 +142,12 @@ def scatter(g: Any, ans: Any, index: Any, shape: tuple[int, ...]) -> Any:
     """
     nb = batch_ndim(g, ans)
     idx = normalize_index(index, len(shape))
+    if nb and _is_basic(idx):
+        # Full slices over the leading batch axes: no transposes around the scatter,
+        # whose strided result every later elementwise pass (and a compiled kernel's
+        # loops) would read across.
+        lead = tuple(np.shape(g)[:nb])
+        return index_add(g, (slice(None),) * nb + idx, lead + tuple(shape))
     return _batch_to_front(index_add(_batch_to_end(g, nb), idx, tuple(shape)), nb)
 
 
