@@ -1,18 +1,25 @@
-"""How much of NumPy f's time is page faults, and what that does to the "x f" ratios.
+"""How much of NumPy f's and of a compiled kernel's time is page faults.
 
-``python -m benchmarks.allocator_state [--problems bruss,rosen,b4] [--runs 30]``
+``python -m benchmarks.allocator_state [--problems bruss,rosen,b4] [--runs 30] [--rounds 3]``
 
 NumPy allocates each array over glibc's mmap threshold (128 KiB at start) with a fresh
 ``mmap`` and returns it with ``munmap``, so every temporary of a large problem faults
 its pages in anew. glibc raises the threshold once a process frees a large mapped block,
 and after that the same temporaries come from the heap without faults. The NumPy f the
 benchmarks divide by is thus 2-4x faster in a process that has already run other
-libraries (as ``benchmarks.sparse`` has) than in a fresh one. Each problem is timed here
-in fresh interpreters, alternately with glibc's defaults and with
-``MALLOC_MMAP_THRESHOLD_`` raised, and reports NumPy f and the compiled derivative side
-by side in each (CPU clock, one thread, medians): the prepared sparse Brusselator Jacobian
-(N = 1e5), the Rosenbrock sparse Hessian (n = 1e5), and B4, one replayed Hessian-vector
-product of Rosenbrock at n = 1e6.
+libraries (as ``benchmarks.sparse`` has) than in a fresh one.
+
+XLA runs a kernel on its own thread, whose buffers come from another glibc arena; in
+some processes that arena is trimmed after every call, and each call faults its output
+and scratch buffers in anew. Which processes do is decided by their allocation history.
+
+Each problem is timed here in fresh interpreters under three environments: glibc's
+defaults, ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` raised, and
+``MALLOC_ARENA_MAX=1`` (one arena for every thread). Each row gives NumPy f before and
+after the libraries ran, the compiled derivative (CPU clock, one thread, medians) and
+its minor page faults per call: the prepared sparse Brusselator Jacobian (N = 1e5), the
+Rosenbrock sparse Hessian (n = 1e5), and B4, one replayed Hessian-vector product of
+Rosenbrock at n = 1e6.
 """
 
 from __future__ import annotations
@@ -27,7 +34,11 @@ from pathlib import Path
 from benchmarks._env import XLA_THREAD_FLAGS
 
 ROOT = Path(__file__).resolve().parent.parent
-RAISED = {"MALLOC_MMAP_THRESHOLD_": str(1 << 26), "MALLOC_TRIM_THRESHOLD_": str(1 << 27)}
+ENVIRONMENTS = {
+    "default": {},
+    "raised": {"MALLOC_MMAP_THRESHOLD_": str(1 << 26), "MALLOC_TRIM_THRESHOLD_": str(1 << 27)},
+    "arena=1": {"MALLOC_ARENA_MAX": "1"},
+}
 
 
 def _child(problem: str, runs: int) -> dict[str, float]:
@@ -74,10 +85,16 @@ def _child(problem: str, runs: int) -> dict[str, float]:
 
     for _ in range(4):
         call()
-    return {"f_first": f_first, "f": median(lambda: f(x)), "call": median(call)}
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(runs):
+        call()
+    faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / runs
+    return {"f_first": f_first, "f": median(lambda: f(x)), "call": median(call), "faults": faults}
 
 
-def measure(problem: str, runs: int, raised: bool) -> dict[str, float]:
+def measure(problem: str, runs: int, malloc: str) -> dict[str, float]:
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -85,10 +102,10 @@ def measure(problem: str, runs: int, raised: bool) -> dict[str, float]:
         "MKL_NUM_THREADS": "1",
         "XLA_FLAGS": XLA_THREAD_FLAGS,
     }
-    for key in RAISED:
-        env.pop(key, None)
-    if raised:
-        env.update(RAISED)
+    for variables in ENVIRONMENTS.values():
+        for key in variables:
+            env.pop(key, None)
+    env.update(ENVIRONMENTS[malloc])
     command = [sys.executable, "-m", "benchmarks.allocator_state", "--child", problem]
     out = subprocess.run(
         command + ["--runs", str(runs)], env=env, cwd=ROOT, capture_output=True, text=True
@@ -102,21 +119,25 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--problems", default="bruss,rosen,b4")
     parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(_child(args.child, args.runs)))
         return
-    print("problem  malloc    f first (ms)  f (ms)  call (ms)  call / f  call / f first")
+    print(
+        "problem  malloc    f first (ms)  f (ms)  call (ms)  call / f  call / f first"
+        "  faults / call"
+    )
     for problem in args.problems.split(","):
         for _ in range(args.rounds):
-            for raised in (False, True):
-                r = measure(problem, args.runs, raised)
+            for malloc in ENVIRONMENTS:
+                r = measure(problem, args.runs, malloc)
                 print(
-                    f"{problem:8} {'raised' if raised else 'default':8}"
+                    f"{problem:8} {malloc:8}"
                     f"  {1e3 * r['f_first']:12.2f}  {1e3 * r['f']:6.2f}  {1e3 * r['call']:9.2f}"
                     f"  {r['call'] / r['f']:8.2f}  {r['call'] / r['f_first']:14.2f}"
+                    f"  {r['faults']:13.0f}"
                 )
 
 
