@@ -5,6 +5,13 @@ a list) costs a few hundred nanoseconds per call, as much as a NumPy ufunc on a 
 array. Written out as the source of one function, with every slot a local variable and
 every callable and constant a closure variable, the same calls run with no dispatch at
 all. Compiling costs about as much as one eager run of the program, once per program.
+
+Scatters are added straight into the sum they feed (:func:`accumulate_scatters`): the
+backward pass of a slice ``x[1:]`` is a scatter into zeros, ``index_add(g, index,
+shape)``, which the next instruction adds to another cotangent of the same shape. A copy
+of that operand with ``g`` added at ``index`` gives the same numbers with one full-size
+pass instead of three. Only the straight-line code does this: the interpreter runs the
+instructions as recorded, and in compiled kernels XLA fuses the pair itself.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ import numpy as np
 
 from funcdiff._core.backends import as_array, copy_array
 from funcdiff.replay._tracer import Slot
+from funcdiff.rules.indexing import index_add
 
-__all__ = ["compile_program"]
+__all__ = ["accumulate_scatters", "compile_program", "scatter_added"]
 
 #: Programs longer than this are interpreted (compiling them would cost more than the
 #: interpreter loses over the calls a typical user makes).
@@ -64,6 +72,7 @@ def compile_program(code: list, inputs: tuple, template: list, outputs: Any, low
     """
     if len(code) > MAX_LINES:
         return None
+    code = accumulate_scatters(code, set(_flat(outputs)), lower)
     names = _Names()
     helpers = {
         "_as": lambda x: x if type(x) is np.ndarray else as_array(x),
@@ -183,3 +192,79 @@ def _slots_used(ins: tuple, lower: dict) -> list[int]:
     if op == lower["inplace"]:
         return [ins[2]] + _template_slots(ins[3])
     return [ins[1], ins[2]]
+
+
+_SCATTERS = {id(index_add), id(getattr(index_add, "__wrapped__", index_add))}
+
+
+def scatter_added(total: Any, values: Any, index: tuple, shape: tuple) -> Any:
+    """``index_add(values, index, shape) + total`` without the array of zeros.
+
+    Equal to it up to the sign of zeros outside ``index`` (``0.0 + -0.0`` is ``0.0``;
+    the copy keeps ``-0.0``). Any other case (broadcasting, a dtype the sum changes,
+    batch axes riding along, a non-ndarray) is computed as written.
+    """
+    if (
+        type(total) is np.ndarray
+        and type(values) is np.ndarray
+        and total.shape == tuple(shape)
+        and total.dtype == np.result_type(total, values)
+    ):
+        out = total.copy()
+        target = out[index]  # a view, unless every item is an int (a scalar then)
+        if type(target) is np.ndarray and target.shape == values.shape:
+            target += values
+            return out
+    return np.add(index_add(values, index, shape), total)
+
+
+def accumulate_scatters(code: list, outputs: set[int], lower: dict) -> list:
+    """``code`` with each scatter whose only reader is an addition merged into that
+    addition (a :func:`scatter_added` call in the addition's place).
+
+    ``outputs`` are the slots the program returns; ``lower`` names the opcodes (see
+    ``funcdiff.replay.program``).
+    """
+    general, binary, slot_type = lower["general"], lower["binary"], lower["slot"]
+    readers: dict[int, list[int]] = {}
+    for k, ins in enumerate(code):
+        for s in set(_slots_used(ins, lower)):
+            readers.setdefault(s, []).append(k)
+    writes = [k for k, ins in enumerate(code) if ins[0] in lower["inplace_kinds"]]
+    merged: dict[int, tuple] = {}
+    dropped: set[int] = set()
+    for k, ins in enumerate(code):
+        if ins[0] != general or id(ins[1]) not in _SCATTERS or ins[3] or len(ins[4]) != 1:
+            continue
+        args, result = ins[2], ins[4][0]
+        if len(args) != 3 or type(args[0]) is not slot_type or result in outputs:
+            continue
+        if not _basic(args[1]) or type(args[2]) is slot_type:
+            continue  # an index array would make ``out[index]`` a copy, not a view
+        users = [u for u in readers.get(result, []) if u != k]
+        if len(users) != 1 or users[0] in merged:
+            continue
+        j = users[0]
+        add = code[j]
+        if add[1] is not np.add or any(k < w < j for w in writes):
+            continue  # (a write in between would change what the scatter reads)
+        if add[0] == binary and add[2] != add[3]:
+            other: Any = slot_type(add[3] if add[2] == result else add[2])
+        elif add[0] == lower["right"]:
+            other = add[3]  # a constant of the program: copied, never written
+        elif add[0] == lower["left"]:
+            other = add[2]
+        else:
+            continue
+        operands = (other, args[0], args[1], args[2])
+        merged[j] = (general, scatter_added, operands, {}, (add[-1],))
+        dropped.add(k)
+    if not merged:
+        return code
+    return [merged.get(k, ins) for k, ins in enumerate(code) if k not in dropped]
+
+
+def _basic(index: Any) -> bool:
+    return type(index) is tuple and all(
+        i is None or type(i) in (int, slice) or isinstance(i, np.integer) for i in index
+    )
