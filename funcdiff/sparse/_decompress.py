@@ -58,10 +58,8 @@ class Decompressor:
 
     Parameters
     ----------
-    coloring : Coloring
-        As returned by :func:`color_jacobian` or :func:`color_hessian` for ``pattern``.
-    pattern : scipy.sparse array or array-like, shape (m, n)
-        The pattern that was coloured.
+    coloring, pattern
+        As for :func:`decompress`.
 
     Examples
     --------
