@@ -265,6 +265,8 @@ def accumulate_scatters(code: list, outputs: set[int], lower: dict) -> list:
 
 
 def _basic(index: Any) -> bool:
+    """A tuple of ints, slices and None: ``out[index]`` is a view to add into. Stricter
+    than the rules' own test: a bool is an int there, but indexes as a mask (a copy)."""
     return type(index) is tuple and all(
         i is None or type(i) in (int, slice) or isinstance(i, np.integer) for i in index
     )

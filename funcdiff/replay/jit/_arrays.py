@@ -7,7 +7,8 @@ dispatch protocols (``__array_ufunc__``, ``__array_function__``, the operators a
 indexing) with the ``jax.numpy`` function of the same name. Anything without a
 namesake, a conversion to an ndarray or a Python value, an in-place write or a
 keyword the JAX function does not take raises :class:`Unsupported`, and the
-instruction stays a NumPy call.
+instruction stays a NumPy call. The few NumPy functions whose namesake XLA runs slowly,
+or which lack NumPy's default, have their own lowering in :data:`_LOWERINGS`.
 """
 
 from __future__ import annotations
