@@ -174,6 +174,35 @@ def test_results_are_fresh_writable_arrays() -> None:
 
 
 @needs_jax
+def test_small_results_come_back_packed_as_disjoint_writable_views() -> None:
+    def f(x, y):
+        return x * y + np.sin(y), np.exp(x) * y - np.sum(x * y)
+
+    jac = replay.jacobian(f, argnums=(0, 1), compile=True)
+    rng = np.random.default_rng(3)
+    x, y = rng.standard_normal(4), rng.standard_normal(4)
+    for _ in range(3):  # record, validate (compiling the kernels), then run them
+        first = jac(x, y)
+    blocks = [b for row in first for b in row]
+    # one kernel result, copied once: every block a view of the same memory ...
+    base = blocks[0].base
+    assert base is not None and all(b.base is base for b in blocks)
+    assert all(b.flags.writeable and b.shape == (4, 4) for b in blocks)
+    # ... and disjoint: writing one block changes no other, nor a later call's
+    kept = [b.copy() for b in blocks]
+    blocks[0][...] = np.nan
+    for b, k in zip(blocks[1:], kept[1:]):
+        np.testing.assert_array_equal(b, k)
+    again = jac(x, y)
+    want = functional.jacobian(f, (fd.tensor(x), fd.tensor(y)))
+    for got_row, want_row in zip(again, want):
+        for got, expected in zip(got_row, want_row):
+            _close(got, expected)
+    assert not any(np.shares_memory(a, b) for a in blocks for row in again for b in row)
+    assert _kernels_in_use(jac) == 1
+
+
+@needs_jax
 def test_uncovered_operations_stay_numpy_calls_between_kernels() -> None:
     def f(x):
         a = np.sin(x) * x + np.cos(x)

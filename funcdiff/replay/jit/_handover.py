@@ -13,6 +13,11 @@ reading them cannot fault.
 A large result comes back the same way: a writable NumPy array over the kernel's own
 output buffer (XLA gives every result of a call a fresh buffer of its own, never an
 argument's or another result's), which the caller may keep without a copy.
+
+Small results cost the other way: XLA computes each in a loop and a buffer of its own, at
+microseconds each, more than the arithmetic of a small kernel. Such a kernel's float64
+results are therefore returned as one flat array, copied once into memory of funcdiff's
+own and handed out as views of it at their offsets (:func:`packing`, :func:`unpacking`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ __all__ = [
     "kernel_output",
     "misalignment",
     "narrowing",
+    "packing",
     "results",
+    "unpacking",
     "widened",
 ]
 
@@ -113,8 +120,45 @@ def results(outputs: Sequence[Any], arguments: Sequence[Any], large: Sequence[bo
     return tuple(arrays)
 
 
+def packing(packed: Sequence[bool]) -> Callable[[tuple], tuple]:
+    """The kernel's results with those flagged ``packed`` raveled and concatenated into
+    one flat array, returned first, and the others after it in their order."""
+
+    def pack(values: tuple) -> tuple:
+        import jax.numpy as jnp
+
+        parts = [v.reshape(-1) for v, p in zip(values, packed) if p]
+        return (jnp.concatenate(parts), *(v for v, p in zip(values, packed) if not p))
+
+    return pack
+
+
+def unpacking(shapes: Sequence[tuple[int, ...]]) -> Callable[[Any], list[np.ndarray]]:
+    """The arrays of ``shapes`` packed into a kernel's flat result (see :func:`packing`):
+    views at their offsets into one fresh float64 copy of it that funcdiff owns,
+    writable and marked as a kernel's output, so that the caller gets them without
+    another copy."""
+    bounds, start = [], 0
+    for shape in shapes:
+        bounds.append((start, start + math.prod(shape), shape))
+        start += math.prod(shape)
+    memory_type = ctypes.c_char * (8 * start)
+
+    def unpacked(flat: Any) -> list[np.ndarray]:
+        memory = memory_type()
+        memory.kernel_output = True  # type: ignore[attr-defined]
+        copy = np.frombuffer(memory, np.float64)  # type: ignore[call-overload]
+        copy[...] = flat
+        return [copy[i:j].reshape(shape) for i, j, shape in bounds]
+
+    return unpacked
+
+
 def kernel_output(value: np.ndarray) -> bool:
-    """Whether ``value`` is a kernel's output buffer that only it refers to (one the
-    caller may keep and write without a copy)."""
+    """Whether ``value`` is a kernel's output buffer, or one of the disjoint views into
+    a packed copy of its small results, that no one else refers to (one the caller may
+    keep and write without a copy)."""
     base = value.base
+    if isinstance(base, np.ndarray):  # a view into the copy of packed results
+        base = base.base
     return isinstance(base, ctypes.Array) and getattr(base, "kernel_output", False)

@@ -31,7 +31,15 @@ from typing import Any
 import numpy as np
 
 from funcdiff.replay.jit._arrays import Traced, Unsupported, unwrap
-from funcdiff.replay.jit._handover import aligned, misalignment, narrowing, results, widened
+from funcdiff.replay.jit._handover import (
+    aligned,
+    misalignment,
+    narrowing,
+    packing,
+    results,
+    unpacking,
+    widened,
+)
 from funcdiff.rules.indexing import index_add
 
 # The recorded function is the rule's own (the public name dispatches on Tensors).
@@ -84,6 +92,11 @@ STORED = frozenset(
 #: over its operands (a replayed Rosenbrock hvp at n=1e6 ran 2.2x slower with it). The
 #: option is experimental; a JAX that does not know it compiles without it.
 KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
+#: Kernels computing at most this many elements (summed over their instructions' results)
+#: return their small float64 results packed into one array: each result XLA returns
+#: costs it a loop and a buffer (B7's Jacobian, six 5 x 5 blocks, replayed in 45 us
+#: instead of 110), while the packing costs at most a nanosecond or two per element.
+PACK_WORK = 4096
 #: Bytes above which a kernel's ndarray argument is handed to JAX with device_put.
 LARGE_ARGUMENT = 1 << 16
 #: How many alignments of its large arguments a kernel is compiled for besides the
@@ -450,6 +463,26 @@ class _Segment:
         }
         self.ins = [s for s in reads if s not in self.folded]
         self.prog, self.specs, self.slot_type = prog, specs, prog.ops["slot"]
+        shapes = {specs[s][0] for k in positions for s in prog.calls[k][3]}  # type: ignore[index]
+        self.many_shapes = len(shapes) > MANY_SHAPES
+        # A small kernel's float64 results come back packed into one array (see
+        # ``_handover``). Not a large kernel's: XLA fuses the concatenation with the loops
+        # that compute its operands, which then no longer vectorise (B5's value and
+        # gradient took twice as long); below PACK_WORK that costs less than it saves.
+        work = sum(math.prod(specs[s][0]) for k in positions for s in prog.calls[k][3])  # type: ignore[index]
+        packed = [
+            specs[s][1] == np.float64 and 0 < math.prod(specs[s][0]) and not self.large(s)
+            for s in self.outs
+        ]
+        if work > PACK_WORK or sum(packed) < 2:
+            packed = [False] * len(packed)
+        self.packed = packed
+        self.returned = packing(packed) if any(packed) else tuple
+
+    def large(self, s: int) -> bool:
+        """Whether slot ``s`` is large enough to be handed over in place (``_handover``)."""
+        shape, dtype = self.specs[s]
+        return math.prod(shape) * dtype.itemsize > LARGE_ARGUMENT
 
     def step(self, k: int, env: dict) -> list:
         """Instruction ``k`` on the traced values of ``env``: its results, checked
@@ -483,7 +516,7 @@ class _Segment:
         env.update(self.folded)
         for k in self.positions:
             env.update(zip(self.prog.calls[k][3], self.step(k, env)))  # type: ignore[index]
-        return tuple(env[s] for s in self.outs)
+        return self.returned(tuple(env[s] for s in self.outs))
 
     def probe(self, skip: list[bool], failed: dict[int, str]) -> Any:
         """Trace every instruction once (abstractly, nothing is compiled) and note in
@@ -510,7 +543,7 @@ class _Segment:
                     except _Fail as fail:
                         failed[k] = fail.why
                 env.update((s, placeholder(s)) for s in outs)
-            return tuple(env[s] for s in self.outs)
+            return self.returned(tuple(env[s] for s in self.outs))
 
         avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
         return jax.jit(run).trace(*avals)
@@ -526,14 +559,13 @@ class _Segment:
         if traced is None:
             avals = [jax.ShapeDtypeStruct(*self.specs[s]) for s in self.ins]
             traced = jax.jit(self.body).trace(*avals)
-        shapes = {self.specs[s][0] for k in self.positions for s in self.prog.calls[k][3]}  # type: ignore[index]
         options = dict(KERNEL_OPTIONS)
-        if len(shapes) > MANY_SHAPES:
+        if self.many_shapes:
             options.update(MANY_SHAPES_OPTIONS)
         lowered = traced.lower()
         # The steps of a loop make the same kernel again and again (the same operations
         # on the same shapes and constants): XLA compiles it once.
-        key = (lowered.as_text(), len(shapes) > MANY_SHAPES)
+        key = (lowered.as_text(), self.many_shapes)
         cache = {} if compiled_by_text is None else compiled_by_text
         compiled = cache.get(key)
         if compiled is None:
@@ -577,14 +609,24 @@ class _Segment:
         # slower). A small one goes as it is: a device_put costs more than the copy and
         # stalls the dispatch (B5's kernel call took 1.6x as long with one).
         put, asarray = jax.device_put, np.asarray
-
-        def large(s: int) -> bool:
-            shape, dtype = self.specs[s]
-            return math.prod(shape) * dtype.itemsize > LARGE_ARGUMENT
-
-        large_in = [large(self.ins[i]) for i in free]
-        large_out = [large(s) for s in self.outs]
+        large_in = [self.large(self.ins[i]) for i in free]
+        packed = self.packed
+        packed_shapes = [self.specs[s][0] for s, p in zip(self.outs, packed) if p]
+        unpacked = unpacking(packed_shapes)
+        large_out = [self.large(s) for s, p in zip(self.outs, packed) if not p]
         given: list[Any] = [fixed.get(i) for i in range(count)]
+
+        def outputs_of(outputs: Any, full: list) -> tuple:
+            if packed_shapes:
+                pieces = iter(unpacked(outputs[0]))
+                outputs = outputs[1:]
+            if any(large_out):
+                rest = iter(results(outputs, full, large_out))
+            else:
+                rest = iter([asarray(o) for o in outputs])
+            if not packed_shapes:
+                return tuple(rest)
+            return tuple(next(pieces) if p else next(rest) for p in packed)
 
         def run(*arrays: Any) -> tuple:
             full = given.copy()
@@ -599,10 +641,7 @@ class _Segment:
                     full[i] = put(value)
                 else:
                     full[i] = value
-            outputs = executable(*full)
-            if not any(large_out):
-                return tuple(asarray(o) for o in outputs)
-            return results(outputs, full, large_out)
+            return outputs_of(executable(*full), full)
 
         return run
 
