@@ -504,6 +504,41 @@ def test_a_long_rk4_loop_compiles_in_kernels_of_bounded_expressions(steps: int) 
         assert all(i["executables"] < i["kernels"] for i in info)
 
 
+def _compiled_flops(monkeypatch, simulate, p) -> float:
+    """XLA's count of the floating-point operations of ``simulate``'s compiled Jacobian."""
+    flops: list[float] = []
+    compile_kernel = jit_lower._compile
+
+    def counted(lowered, options):
+        executable = compile_kernel(lowered, options)
+        cost = executable.cost_analysis()
+        flops.append((cost[0] if isinstance(cost, list) else cost)["flops"])
+        return executable
+
+    with monkeypatch.context() as patch:
+        patch.setattr(jit_lower, "_compile", counted)
+        jac = replay.jacobian(simulate, compile=True)
+        for q in (p, p + 0.01):
+            _close(jac(q), functional.jacobian(simulate, q))
+    assert flops
+    return sum(flops)
+
+
+@needs_jax
+def test_packing_small_results_adds_no_computation(monkeypatch) -> None:
+    # Results packed into one array are concatenated inside the kernel, and XLA fuses a
+    # concatenation with the loops that produce its operands. A result that the kernel
+    # also reads would then be computed again for the concatenation: every RK4 stage
+    # read by the next one, which made a 400-step loop a thousand times slower. Only
+    # results read outside the kernel alone are packed; XLA counts the same work.
+    simulate = _rk4(8)
+    p = np.array([0.3, -0.2, 0.1, 0.05])
+    packed = _compiled_flops(monkeypatch, simulate, p)
+    monkeypatch.setattr(jit_lower, "PACK_WORK", -1)  # nothing packed
+    separate = _compiled_flops(monkeypatch, simulate, p)
+    assert packed <= 1.02 * separate
+
+
 @needs_jax
 def test_auto_replays_a_long_loop_of_small_steps_as_numpy_calls() -> None:
     # 40 RK4 steps compute enough elements to pass AUTO_MIN_WORK, but need a kernel

@@ -466,12 +466,18 @@ class _Segment:
         shapes = {specs[s][0] for k in positions for s in prog.calls[k][3]}  # type: ignore[index]
         self.many_shapes = len(shapes) > MANY_SHAPES
         # A small kernel's float64 results come back packed into one array (see
-        # ``_handover``). Not a large kernel's: XLA fuses the concatenation with the loops
-        # that compute its operands, which then no longer vectorise (B5's value and
-        # gradient took twice as long); below PACK_WORK that costs less than it saves.
+        # ``_handover``). XLA fuses the concatenation with the loops that compute its
+        # operands: a result the kernel also reads would be computed again for it (an
+        # RK4 loop, whose stages feed each other, ran a thousand times slower), and a
+        # large kernel's loops would no longer vectorise (B5's value and gradient took
+        # twice as long). So only small kernels pack, and only results read outside.
         work = sum(math.prod(specs[s][0]) for k in positions for s in prog.calls[k][3])  # type: ignore[index]
+        read_inside = {s for k in positions for s in prog.reads[k]}
         packed = [
-            specs[s][1] == np.float64 and 0 < math.prod(specs[s][0]) and not self.large(s)
+            specs[s][1] == np.float64
+            and 0 < math.prod(specs[s][0])
+            and not self.large(s)
+            and s not in read_inside
             for s in self.outs
         ]
         if work > PACK_WORK or sum(packed) < 2:
