@@ -349,3 +349,20 @@ def test_the_probe_ignores_round_off_where_terms_cancel() -> None:
     # v / v is 1: its derivative is zero up to round-off in either pass.
     J = fs.prepare_jacobian(lambda x: np.exp(x) / np.exp(x), RNG.uniform(-1, 1, 5))
     np.testing.assert_allclose(J(RNG.uniform(-1, 1, 5)).toarray(), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_matrices_are_indexed_as_scipys_own_constructor_indexes_them(replay: bool) -> None:
+    # 32-bit indices where they fit: each call copies the index arrays, and a matrix
+    # indexed as SciPy indexes it combines with SciPy's without conversions.
+    def f(x):
+        return x * np.roll(x, 1) - np.sin(x)
+
+    x = np.linspace(0.1, 1.0, 50)
+    jac = fs.prepare_jacobian(f, x, replay=replay, compile=False)
+    for _ in range(3):  # with replay, the later calls run the recorded program
+        J = jac(x)
+    want = sp.csr_array(J.toarray())
+    assert J.indices.dtype == J.indptr.dtype == want.indices.dtype == want.indptr.dtype
+    np.testing.assert_array_equal(J.indices, want.indices)
+    np.testing.assert_array_equal(J.indptr, want.indptr)
