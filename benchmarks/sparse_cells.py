@@ -417,7 +417,10 @@ def casadi_cells(p: SP.SparseProblem, libs: Libraries, symbols: tuple[str, ...])
         row = np.asarray(pattern.row(), dtype=np.int32)
         colind = np.asarray(pattern.colind(), dtype=np.int32)
         # Function.buffer: CasADi reads the input from and writes the nonzeros into
-        # NumPy memory, so a call is one evaluation and one csc_array around a copy.
+        # NumPy memory, so a call is one evaluation and one csc_array around copies. The
+        # index arrays are copied too: every call of every library here returns a
+        # matrix whose arrays are its own (one sharing them with the last call's would
+        # change when its caller sorts or prunes it in place).
         buf, evaluate = func.buffer()
         xin = np.empty(p.size)
         res = np.empty(pattern.nnz())
@@ -434,7 +437,7 @@ def casadi_cells(p: SP.SparseProblem, libs: Libraries, symbols: tuple[str, ...])
         ) -> sp.csc_array:
             np.copyto(xin, x)
             evaluate()
-            return sp.csc_array((res.copy(), row, colind), shape=(p.size, p.size))
+            return sp.csc_array((res.copy(), row.copy(), colind.copy()), shape=(p.size, p.size))
 
         cells += [
             Cell(
