@@ -366,3 +366,20 @@ def test_matrices_are_indexed_as_scipys_own_constructor_indexes_them(replay: boo
     assert J.indices.dtype == J.indptr.dtype == want.indices.dtype == want.indptr.dtype
     np.testing.assert_array_equal(J.indices, want.indices)
     np.testing.assert_array_equal(J.indptr, want.indptr)
+
+
+@pytest.mark.parametrize("replay", [False, True])
+def test_the_point_is_read_in_place_never_written_or_returned(replay: bool) -> None:
+    def f(x):
+        return x  # the value is the point itself
+
+    x = np.linspace(0.0, 1.0, 6)
+    keep = x.copy()
+    prepared = fs.prepare_jacobian(f, x, replay=replay, compile=False)
+    for _ in range(3):  # with replay, the later calls run the recorded program
+        value, J = prepared.value_and_jacobian(x)
+        np.testing.assert_array_equal(value, keep)
+        np.testing.assert_array_equal(J.toarray(), np.eye(6))
+        assert not np.shares_memory(value, x)
+        value[:] = -1.0
+    np.testing.assert_array_equal(x, keep)

@@ -42,8 +42,8 @@ class SparsityError(RuntimeError):
     (a user-given pattern that is too small, or control flow funcdiff cannot see)."""
 
 
-def as_point(x: Any, name: str = "x") -> np.ndarray:
-    """``x`` as a float array (a copy), or a clear error."""
+def as_point(x: Any, name: str = "x", copy: bool = True) -> np.ndarray:
+    """``x`` as a float array (a copy unless ``copy`` is False), or a clear error."""
     if isinstance(x, Tensor):
         x = x.detach().data
     if np.iscomplexobj(x):
@@ -53,7 +53,7 @@ def as_point(x: Any, name: str = "x") -> np.ndarray:
             "z.imag])) and rebuild z inside the function"
         )
     try:
-        arr = np.array(x, dtype=float)
+        arr = np.array(x, dtype=float, copy=True if copy else None)
     except (TypeError, ValueError) as exc:
         got = type_name(x) if is_foreign(x) else type(x).__name__  # a device array: its module
         raise TypeError(f"{name} must be an array of real numbers, got {got}") from exc
@@ -256,7 +256,9 @@ class _Prepared:
 
     def _point(self, x: Any, args: tuple) -> tuple[np.ndarray, tuple]:
         refuse_recorded_arguments("funcdiff.sparse", [("x", x), ("args", args)])
-        x = as_point(x)
+        # Not copied: a replayed program never writes its inputs, and a Tensor made of
+        # x for an evaluation copies it.
+        x = as_point(x, copy=False)
         if x.shape != self.x_shape:
             raise ValueError(
                 f"x must have the shape the derivative was prepared for, {self.x_shape}, "
