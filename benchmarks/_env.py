@@ -29,12 +29,21 @@ _HEAVY_MODULES = ("numpy", "scipy", "torch", "jax", "autograd", "funcdiff")
 REPORT: dict[str, object] = {}
 
 
-def prepare(keep_blas_env: bool = False) -> dict[str, object]:
+def prepare(keep_blas_env: bool = False, one_cpu: bool = True) -> dict[str, object]:
     """Pin threads to 1 and drop the slow OpenBLAS overrides for this process.
+
+    With ``one_cpu`` (where the OS allows it) the process may run on one CPU only. XLA
+    does not honour its thread flags: it sizes its thread pool by the CPUs the process
+    may use and splits large kernels across them (the compiled Brusselator Jacobian
+    took 1.6 CPU-seconds per second on two cores), so only the CPU affinity makes a
+    JAX-compiled call a one-thread figure, comparable with NumPy's. Threads started
+    later, XLA's included, inherit it.
 
     If a BLAS-backed library was imported before this call (so its settings are already
     fixed), the process re-executes itself with the cleaned environment instead.
     """
+    if one_cpu and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     env = dict(os.environ)
     removed = {}
     if not keep_blas_env:
@@ -69,6 +78,7 @@ def prepare(keep_blas_env: bool = False) -> dict[str, object]:
     REPORT.update(
         {
             "thread_vars": {k: os.environ[k] for k in (*THREAD_VARS, "XLA_FLAGS")},
+            "cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "removed_blas_vars": removed,
             "kept_blas_vars": {k: os.environ[k] for k in SLOW_BLAS_VARS if k in os.environ},
         }

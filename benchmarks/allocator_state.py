@@ -15,9 +15,10 @@ and scratch buffers in anew. Which processes do is decided by their allocation h
 
 Each problem is timed here in fresh interpreters under three environments: glibc's
 defaults, ``MALLOC_MMAP_THRESHOLD_`` and ``MALLOC_TRIM_THRESHOLD_`` raised, and
-``MALLOC_ARENA_MAX=1`` (one arena for every thread). Each row gives NumPy f before and
-after the libraries ran, the compiled derivative (CPU clock, one thread, medians) and
-its minor page faults per call: the prepared sparse Brusselator Jacobian (N = 1e5), the
+``MALLOC_ARENA_MAX=1`` (one arena for every thread), all on one CPU (as
+``benchmarks._env`` runs every benchmark). Each row gives NumPy f before and after the
+libraries ran, the compiled derivative (CPU clock, one thread, medians) and its minor
+page faults per call: the prepared sparse Brusselator Jacobian (N = 1e5), the
 Rosenbrock sparse Hessian (n = 1e5), and B4, one replayed Hessian-vector product of
 Rosenbrock at n = 1e6.
 """
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.child:
         print(json.dumps(_child(args.child, args.runs)))
         return
+    if hasattr(os, "sched_setaffinity"):  # one CPU, inherited by the children (see _env)
+        os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
     print(
         "problem  malloc    f first (ms)  f (ms)  call (ms)  call / f  call / f first"
         "  faults / call"

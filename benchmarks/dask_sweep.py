@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=None)
     p.add_argument("--json", default=None, help="where to write results")
     args = p.parse_args(argv)
-    _env.prepare()
+    _env.prepare(one_cpu=False)  # the workers are processes of their own, a CPU each
     import dask
     import numpy as np
 
