@@ -383,3 +383,31 @@ def test_the_point_is_read_in_place_never_written_or_returned(replay: bool) -> N
         assert not np.shares_memory(value, x)
         value[:] = -1.0
     np.testing.assert_array_equal(x, keep)
+
+
+def test_a_program_is_recorded_for_the_path_its_call_evaluated(monkeypatch) -> None:
+    # Under threads, a call on the other path may switch the prepared Jacobian's current
+    # path between this call's evaluation and its recording of the program: the program
+    # must be recorded for the path this call evaluated.
+    from support import picklable as pk
+
+    from funcdiff.sparse import _prepared
+
+    x = np.linspace(0.1, 1.0, 6)  # x[0] > 0: one path ...
+    y = -x  # ... and the other
+    jac = fs.prepare_jacobian(pk.branchy, x, replay=True, compile=False)
+    jac(x)  # x's path evaluated and verified
+    jac(y)
+    other = jac._entry  # y's path, current now
+    evaluate = _prepared._compressed_jacobian
+
+    def then_another_thread_switches(*a, **k):
+        compressed = evaluate(*a, **k)
+        jac._entry = other
+        return compressed
+
+    monkeypatch.setattr(_prepared, "_compressed_jacobian", then_another_thread_switches)
+    np.testing.assert_allclose(jac(x).toarray(), pk.branchy_jac(x), rtol=1e-13)
+    monkeypatch.undo()
+    for point in (x + 0.05, y - 0.05, x):
+        np.testing.assert_allclose(jac(point).toarray(), pk.branchy_jac(point), rtol=1e-13)

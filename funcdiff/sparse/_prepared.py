@@ -294,10 +294,13 @@ class _Prepared:
             self._programs[id(entry)] = None
             return None
 
-    def _record_program(self, x: np.ndarray, args: tuple, expected: np.ndarray) -> None:
-        """Record the current entry's program (once, from its second evaluation), and
-        keep it only if it reproduces the eager compressed result at this point."""
-        entry = self._entry
+    def _record_program(
+        self, entry: _Entry, x: np.ndarray, args: tuple, expected: np.ndarray
+    ) -> None:
+        """Record ``entry``'s program (once, from its second evaluation), and keep it only
+        if it reproduces the eager compressed result at this point. ``entry`` is the one
+        the caller evaluated, not ``self._entry``, which a call on another path in another
+        thread may have changed since."""
         if not self.replay or id(entry) in self._programs or not entry.verified:
             return
         if tracing.is_watched():
@@ -419,7 +422,7 @@ class SparseJacobian(_Prepared):
             _probe(xt, out, jac)
             entry.verified = True
         elif self.replay:
-            self._record_program(x, args, compressed)
+            self._record_program(entry, x, args, compressed)
         return np.array(out.data, copy=True), jac
 
     def _compressed_tensors(self, xt: Tensor, out: Tensor, coloring: Coloring) -> Any:
@@ -569,7 +572,7 @@ class SparseHessian(_Prepared):
             if t is not None:
                 compressed = np.reshape(t.data, (k, n))
         if self.replay and entry.verified:
-            self._record_program(x, args, compressed)
+            self._record_program(entry, x, args, compressed)
         entry.verified = True
         return entry.decompress(compressed)
 
