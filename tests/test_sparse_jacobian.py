@@ -411,3 +411,36 @@ def test_a_program_is_recorded_for_the_path_its_call_evaluated(monkeypatch) -> N
     monkeypatch.undo()
     for point in (x + 0.05, y - 0.05, x):
         np.testing.assert_allclose(jac(point).toarray(), pk.branchy_jac(point), rtol=1e-13)
+
+
+def test_a_hessian_program_is_recorded_for_the_path_its_call_evaluated(monkeypatch) -> None:
+    # The prepared Hessian's form of the race above.
+    from funcdiff.sparse import _prepared
+
+    def f(x):
+        if x[0] > 0:
+            return np.sum(x[1:] ** 2 * x[:-1])
+        return np.sum(x**4)
+
+    x = np.linspace(0.1, 1.0, 6)
+    y = -x
+    hess = fs.prepare_hessian(f, x, replay=True, compile=False)
+    hess(x)
+    evaluated = hess._entry  # x's path
+    hess(y)
+    other = hess._entry
+    push = _prepared.push_tangents
+
+    def then_another_thread_switches(*a, **k):
+        products = push(*a, **k)
+        hess._entry = other
+        return products
+
+    monkeypatch.setattr(_prepared, "push_tangents", then_another_thread_switches)
+    np.testing.assert_allclose(hess(x).toarray(), dense_hessian(f, x), rtol=1e-13, atol=1e-13)
+    # recorded for x's path (validated against x's products, it would be dropped for y's)
+    assert hess._programs.get(id(evaluated)) is not None
+    monkeypatch.undo()
+    for point in (x + 0.05, y - 0.05, x):
+        want = dense_hessian(f, point)
+        np.testing.assert_allclose(hess(point).toarray(), want, rtol=1e-13, atol=1e-13)
