@@ -385,28 +385,33 @@ def test_the_point_is_read_in_place_never_written_or_returned(replay: bool) -> N
     np.testing.assert_array_equal(x, keep)
 
 
+def _switch_path_after(monkeypatch, name: str, prepared, entry) -> None:
+    """Make ``funcdiff.sparse._prepared``'s ``name`` switch ``prepared``'s current path to
+    ``entry`` after each call, as a call on that path in another thread would."""
+    from funcdiff.sparse import _prepared
+
+    compute = getattr(_prepared, name)
+
+    def then_another_thread_switches(*a, **k):
+        result = compute(*a, **k)
+        prepared._entry = entry
+        return result
+
+    monkeypatch.setattr(_prepared, name, then_another_thread_switches)
+
+
 def test_a_program_is_recorded_for_the_path_its_call_evaluated(monkeypatch) -> None:
     # Under threads, a call on the other path may switch the prepared Jacobian's current
     # path between this call's evaluation and its recording of the program: the program
     # must be recorded for the path this call evaluated.
     from support import picklable as pk
 
-    from funcdiff.sparse import _prepared
-
     x = np.linspace(0.1, 1.0, 6)  # x[0] > 0: one path ...
     y = -x  # ... and the other
     jac = fs.prepare_jacobian(pk.branchy, x, replay=True, compile=False)
     jac(x)  # x's path evaluated and verified
     jac(y)
-    other = jac._entry  # y's path, current now
-    evaluate = _prepared._compressed_jacobian
-
-    def then_another_thread_switches(*a, **k):
-        compressed = evaluate(*a, **k)
-        jac._entry = other
-        return compressed
-
-    monkeypatch.setattr(_prepared, "_compressed_jacobian", then_another_thread_switches)
+    _switch_path_after(monkeypatch, "_compressed_jacobian", jac, jac._entry)  # y's path
     np.testing.assert_allclose(jac(x).toarray(), pk.branchy_jac(x), rtol=1e-13)
     monkeypatch.undo()
     for point in (x + 0.05, y - 0.05, x):
@@ -415,8 +420,6 @@ def test_a_program_is_recorded_for_the_path_its_call_evaluated(monkeypatch) -> N
 
 def test_a_hessian_program_is_recorded_for_the_path_its_call_evaluated(monkeypatch) -> None:
     # The prepared Hessian's form of the race above.
-    from funcdiff.sparse import _prepared
-
     def f(x):
         if x[0] > 0:
             return np.sum(x[1:] ** 2 * x[:-1])
@@ -428,15 +431,7 @@ def test_a_hessian_program_is_recorded_for_the_path_its_call_evaluated(monkeypat
     hess(x)
     evaluated = hess._entry  # x's path
     hess(y)
-    other = hess._entry
-    push = _prepared.push_tangents
-
-    def then_another_thread_switches(*a, **k):
-        products = push(*a, **k)
-        hess._entry = other
-        return products
-
-    monkeypatch.setattr(_prepared, "push_tangents", then_another_thread_switches)
+    _switch_path_after(monkeypatch, "push_tangents", hess, hess._entry)  # y's path
     np.testing.assert_allclose(hess(x).toarray(), dense_hessian(f, x), rtol=1e-13, atol=1e-13)
     # recorded for x's path (validated against x's products, it would be dropped for y's)
     assert hess._programs.get(id(evaluated)) is not None

@@ -463,15 +463,14 @@ class _Segment:
         }
         self.ins = [s for s in reads if s not in self.folded]
         self.prog, self.specs, self.slot_type = prog, specs, prog.ops["slot"]
-        shapes = {specs[s][0] for k in positions for s in prog.calls[k][3]}  # type: ignore[index]
-        self.many_shapes = len(shapes) > MANY_SHAPES
+        self.many_shapes = len({specs[s][0] for s in made}) > MANY_SHAPES
         # A small kernel's float64 results come back packed into one array (see
         # ``_handover``). XLA fuses the concatenation with the loops that compute its
         # operands: a result the kernel also reads would be computed again for it (an
         # RK4 loop, whose stages feed each other, ran a thousand times slower), and a
         # large kernel's loops would no longer vectorise (B5's value and gradient took
         # twice as long). So only small kernels pack, and only results read outside.
-        work = sum(math.prod(specs[s][0]) for k in positions for s in prog.calls[k][3])  # type: ignore[index]
+        work = sum(math.prod(specs[s][0]) for s in made)
         read_inside = {s for k in positions for s in prog.reads[k]}
         packed = [
             specs[s][1] == np.float64
