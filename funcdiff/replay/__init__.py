@@ -137,6 +137,7 @@ class Replayed:
         self._cache: OrderedDict[tuple, list[Program]] = OrderedDict()
         self._stats = {"calls": 0, "replays": 0, "guard_failures": 0, "eager_calls": 0}
         self._warned = False
+        self._positions: dict[int, set[int]] = {}  # argnums resolved per argument count
         functools.update_wrapper(self, f)
 
     # ------------------------------------------------------------------ public
@@ -154,8 +155,7 @@ class Replayed:
         self._cache.clear()
 
     def __call__(self, *args: Any) -> Any:
-        named = [(f"positional argument {i}", a) for i, a in enumerate(args)]
-        refuse_recorded_arguments("funcdiff.replay", named, self.f)
+        refuse_recorded_arguments("funcdiff.replay", (), self.f, positional=args)
         self._stats["calls"] += 1
         positions, arrays, key = self._split(args)
         programs = self._cache.get(key)
@@ -228,7 +228,9 @@ class Replayed:
 
     def _split(self, args: tuple) -> tuple[list[int], list[np.ndarray], tuple]:
         """Which arguments are program inputs, their arrays, and the cache key."""
-        diff = argnum_positions(self.argnums, len(args))
+        diff = self._positions.get(len(args))
+        if diff is None:
+            diff = self._positions[len(args)] = argnum_positions(self.argnums, len(args))
         if self.kind in ("hvp", "vjp", "jvp"):
             if len(args) < 2:
                 raise TypeError(
@@ -244,7 +246,8 @@ class Replayed:
             if i in diff or i == vector or isinstance(a, (np.ndarray, Tensor)) or is_foreign(a):
                 arr = a.detach().data if isinstance(a, Tensor) else a
                 if i in diff:
-                    arr = as_array(arr)
+                    if type(arr) is not np.ndarray:
+                        arr = as_array(arr)
                     if arr.dtype.kind not in "fc":  # complex inputs keep their dtype
                         arr = arr.astype(float)
                 positions.append(i)
@@ -415,6 +418,8 @@ def _arrays(result: Any) -> Any:
 def _scalar(value: Any) -> Any:
     """A scalar function's value: a float, or a 0-d array of a device array's type
     (reading it would copy it to the host)."""
+    if type(value) is np.ndarray:
+        return float(value.reshape(-1)[0])
     first = np.reshape(value, -1)[0]
     return first if is_foreign(value) else float(first)
 

@@ -115,7 +115,10 @@ def compile_program(code: list, inputs: tuple, template: list, outputs: Any, low
             args = [_expr(a, names) for a in args_t]
             args += [f"{k}={_expr(v, names)}" for k, v in kwargs_t.items()]
             call = f"{names.name(fn)}({', '.join(args)})"
-            if len(outs) == 1:
+            if outs and getattr(fn, "returns_arrays", False):
+                # A compiled kernel: a tuple of ndarrays, one per output.
+                lines.append(f"{', '.join(f'v{o}' for o in outs)}, = {call}")
+            elif len(outs) == 1:
                 lines.append(f"v{outs[0]}, = _unpack({call}, 1)")
             elif outs:
                 lines.append(f"{', '.join(f'v{o}' for o in outs)}, = _unpack({call}, {len(outs)})")

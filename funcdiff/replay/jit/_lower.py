@@ -25,12 +25,12 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from funcdiff.replay.jit._arrays import Traced, Unsupported, unwrap
+from funcdiff.replay.jit._arrays import Traced, Unsupported, constant, unwrap
 from funcdiff.replay.jit._handover import (
     aligned,
     misalignment,
@@ -142,21 +142,9 @@ def _fill(template: Any, env: dict, slot_type: Any) -> Any:
         return Traced(env[template.index])
     if type(template) in (list, tuple):
         return type(template)(_fill(t, env, slot_type) for t in template)
-    if type(template) is np.ndarray and template.size > FOLD_SIZE and _uniform(template):
-        # ``100 * ones(n)`` made while recording: a broadcast value for XLA, not n
-        # numbers of the kernel to read.
-        import jax.numpy as jnp
-
-        return Traced(jnp.full(template.shape, template.flat[0], template.dtype))
+    if type(template) is np.ndarray and template.size > FOLD_SIZE:
+        return constant(template)
     return template
-
-
-def _uniform(a: np.ndarray) -> bool:
-    """Whether every element of a float or boolean array is the same (not NaN)."""
-    if a.dtype.kind not in "fb":
-        return False
-    first = a.flat[0]
-    return bool(first == first and (a == first).all())
 
 
 class _Program:
@@ -613,25 +601,46 @@ class _Segment:
         # to aligned memory (the executable's own conversion copies it synchronously, 4x
         # slower). A small one goes as it is: a device_put costs more than the copy and
         # stalls the dispatch (B5's kernel call took 1.6x as long with one).
-        put, asarray = jax.device_put, np.asarray
+        put, asarray, array = jax.device_put, np.asarray, np.array
         large_in = [self.large(self.ins[i]) for i in free]
         packed = self.packed
         packed_shapes = [self.specs[s][0] for s, p in zip(self.outs, packed) if p]
         unpacked = unpacking(packed_shapes)
-        large_out = [self.large(s) for s, p in zip(self.outs, packed) if not p]
+        large_out = [
+            self.specs[s] if self.large(s) else None for s, p in zip(self.outs, packed) if not p
+        ]
+        some_large_out = any(spec is not None for spec in large_out)
         given: list[Any] = [fixed.get(i) for i in range(count)]
 
-        def outputs_of(outputs: Any, full: list) -> tuple:
+        def outputs_of(outputs: Any, full: Sequence[Any]) -> tuple:
             if packed_shapes:
                 pieces = iter(unpacked(outputs[0]))
                 outputs = outputs[1:]
-            if any(large_out):
+            if some_large_out:
                 rest = iter(results(outputs, full, large_out))
             else:
                 rest = iter([asarray(o) for o in outputs])
             if not packed_shapes:
                 return tuple(rest)
             return tuple(next(pieces) if p else next(rest) for p in packed)
+
+        if not (any(large_in) or fixed):
+            # Every argument read as it is: the call costs little more than the
+            # executable's own.
+            if some_large_out or packed_shapes:
+
+                def small(*arrays: Any) -> tuple:
+                    return outputs_of(compiled(*arrays), arrays)
+
+            else:
+
+                def small(*arrays: Any) -> tuple:
+                    # Each result copied out of XLA's buffer into an array of its own,
+                    # which the caller keeps as it is.
+                    return tuple([array(o) for o in compiled(*arrays)])
+
+            small.returns_arrays = True  # type: ignore[attr-defined]
+            return small
 
         def run(*arrays: Any) -> tuple:
             full = given.copy()
@@ -648,6 +657,8 @@ class _Segment:
                     full[i] = value
             return outputs_of(executable(*full), full)
 
+        # A tuple of ndarrays, one per output: the generated code unpacks it as it is.
+        run.returns_arrays = True  # type: ignore[attr-defined]
         return run
 
 
