@@ -273,6 +273,14 @@ def test_large_arguments_at_every_alignment_give_eager_values(
 
     original = _lower.widened
     monkeypatch.setattr(_lower, "widened", counting)
+    compiled_with: list[dict] = []
+    compile_kernel = _lower._compile
+
+    def noted(lowered, options):
+        compiled_with.append(options)
+        return compile_kernel(lowered, options)
+
+    monkeypatch.setattr(_lower, "_compile", noted)
     rng = np.random.default_rng(5)
     n = 20_000
     hvp = replay.hvp(rosenbrock, compile=True)
@@ -294,6 +302,10 @@ def test_large_arguments_at_every_alignment_give_eager_values(
         assert read_in_place == (k in variants)
         assert not ({id(x), id(v)} & set(widened)) or read_in_place
     assert variants == [2, 5][: _lower.MAX_ALIGNMENTS]
+    # The aligned kernel and one per widened variant; those at the options for them.
+    assert len(compiled_with) == 1 + len(variants)
+    assert all(_lower.WIDENED_OPTIONS.items() <= o.items() for o in compiled_with[1:])
+    assert not _lower.WIDENED_OPTIONS.items() <= compiled_with[0].items()
     # Strided views are copied by JAX (never widened), with the same numbers.
     x, v = rng.uniform(-1.5, 1.5, 2 * n)[::2], rng.standard_normal(2 * n)[::2]
     widened.clear()
@@ -449,3 +461,54 @@ def test_a_dense_hessian_kernel_reads_no_seed_matrices(monkeypatch: pytest.Monke
         np.testing.assert_allclose(hessian(x), want, rtol=1e-13, atol=1e-10)
     assert texts and _kernels(hessian) == 1
     assert not any("constant({" in text for text in texts)
+
+
+@pytest.mark.parametrize(
+    ("shape", "axis", "keepdims"),
+    [
+        ((4096,), None, False),
+        ((100_003,), None, False),
+        ((301, 700), None, True),
+        ((301, 700), 0, False),
+        ((4095,), None, False),
+    ],
+)
+def test_large_sums_equal_numpy_and_read_their_operands_once(shape, axis, keepdims) -> None:
+    """A whole-array sum of a large float array is lowered as a sum of rows that XLA
+    fuses with the loop producing its operand (no full-size intermediate in memory);
+    partial sums and small arrays go to ``jax.numpy.sum``. Values and gradients are
+    NumPy's to rounding."""
+    import jax
+
+    from funcdiff.replay.jit import _arrays, _lower
+
+    executables: list = []
+    compile_kernel = _lower._compile
+
+    def kept(lowered, options):
+        executables.append(compile_kernel(lowered, options))
+        return executables[-1]
+
+    def f(x):
+        s = np.sum(np.sin(x) * x + 0.5 * x, axis=axis, keepdims=keepdims)
+        return np.sum(s * s) if axis is not None or keepdims else s
+
+    rng = np.random.default_rng(8)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_lower, "_compile", kept)
+        value_and_grad = replay.value_and_grad(f, compile=True)
+        for _ in range(2):
+            x = rng.uniform(-2.0, 2.0, shape)
+            value, grad = value_and_grad(x)
+            t = fd.tensor(x, requires_grad=True)
+            want = f(t)
+            assert value == pytest.approx(float(want.data), rel=1e-12)
+            want_grad = fd.grad(want, t)[0].data  # normwise: the sum's rounding scales it
+            np.testing.assert_allclose(grad, want_grad, rtol=0, atol=1e-12 * abs(want_grad).max())
+    assert _kernels(value_and_grad) >= 1
+    size = int(np.prod(shape))
+    if axis is None and size >= _arrays.ROW_SUM_SIZE:
+        with jax.enable_x64(True):
+            temp = max(e.memory_analysis().temp_size_in_bytes for e in executables)
+        # The row sums (and the gradient, which does not involve the sum) only.
+        assert temp < 8 * size // 4

@@ -97,6 +97,13 @@ KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 #: costs it a loop and a buffer (B7's Jacobian, six 5 x 5 blocks, replayed in 45 us
 #: instead of 110), while the packing costs at most a nanosecond or two per element.
 PACK_WORK = 4096
+#: Options for a kernel compiled for widened arguments (see ``_handover``). Where two
+#: arguments share a shift, the loops read them at one index expression, and LLVM's
+#: optimisation level 2 turns the loop that reads them into scalar code: B4's hvp at
+#: n=1e6 took 0.73-0.79x NumPy f with x and v both 16 bytes past a page boundary
+#: (NumPy's usual place), 0.41 at level 1, which vectorises it; other shifts 0.43 and
+#: 0.36 (``python -m benchmarks.page_offsets``).
+WIDENED_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 1}
 #: Bytes above which a kernel's ndarray argument is handed to JAX with device_put.
 LARGE_ARGUMENT = 1 << 16
 #: How many alignments of its large arguments a kernel is compiled for besides the
@@ -592,7 +599,9 @@ class _Segment:
                 for (shape, dtype), k in zip(specs, every)
             ]
             body = narrowing(self.body, [shape for shape, _ in specs], every)
-            executable = by_shifts[shifts] = _compile(jax.jit(body).trace(*avals).lower(), options)
+            executable = by_shifts[shifts] = _compile(
+                jax.jit(body).trace(*avals).lower(), {**options, **WIDENED_OPTIONS}
+            )
             return executable
 
         # A large ndarray argument is handed over as it is where it starts on an aligned
