@@ -512,3 +512,35 @@ def test_large_sums_equal_numpy_and_read_their_operands_once(shape, axis, keepdi
             temp = max(e.memory_analysis().temp_size_in_bytes for e in executables)
         # The row sums (and the gradient, which does not involve the sum) only.
         assert temp < 8 * size // 4
+
+
+def test_a_forward_jacobian_computes_its_identity_seed_in_the_kernel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Jacobian with more outputs than inputs is pushed forward from the identity, a
+    constant slot of the program: the kernel computes it from indices (it reads x
+    alone) and the Jacobian is the eager one."""
+    from funcdiff.replay.jit import _lower
+
+    texts: list[str] = []
+    compile_kernel = _lower._compile
+
+    def kept(lowered, options):
+        executable = compile_kernel(lowered, options)
+        texts.append(executable.as_text())
+        return executable
+
+    def g(x):
+        return np.concatenate([np.sin(x) * x[0], np.cos(x), x**2, np.tanh(x)])
+
+    monkeypatch.setattr(_lower, "_compile", kept)
+    jacobian = replay.jacobian(g, compile=True)
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        x = rng.uniform(-1.0, 1.0, 30)
+        want = functional.jacobian(g, fd.tensor(x)).data
+        np.testing.assert_allclose(jacobian(x), want, rtol=1e-13, atol=1e-14)
+    assert texts and _kernels(jacobian) == 1
+    entry = texts[0][texts[0].index("ENTRY") :].splitlines()[0]
+    assert entry.count("parameter") + entry.count(": f64[") == 1  # x alone
+    assert not any("constant({" in text for text in texts)

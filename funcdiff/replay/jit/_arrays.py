@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Traced", "Unsupported", "call", "constant", "unwrap"]
+__all__ = ["Traced", "Unsupported", "call", "constant", "scatter_add", "structured", "unwrap"]
 
 
 class Unsupported(Exception):
@@ -193,6 +194,14 @@ def _take(a: Any, indices: Any, axis: Any = None, out: Any = None, mode: Any = N
         if indices.dtype.kind not in "iu":
             raise Unsupported(f"take at {indices.dtype} indices")
     n = jnp.size(a) if axis is None else jnp.shape(a)[axis]
+    if not _is_jax(indices):
+        # A constant of the kernel, read from memory at every call: wrapped here, and
+        # 32-bit where that holds every index (a sparse Jacobian's gather of 800,000
+        # entries reads half as many bytes).
+        indices = np.where(indices < 0, indices + n, indices)
+        if n <= np.iinfo(np.int32).max:
+            indices = indices.astype(np.int32)
+        return jnp.take(a, indices, axis=axis, mode="clip")
     return jnp.take(a, jnp.where(indices < 0, indices + n, indices), axis=axis, mode="clip")
 
 
@@ -347,21 +356,33 @@ def call(fn: Any, args: tuple, kwargs: dict) -> Any:
 
 def constant(value: np.ndarray) -> Any:
     """A large constant array of a recorded instruction as the kernel should see it:
-    ``value`` itself (a literal XLA reads from memory), or, for the structured
-    constants of derivatives, an expression XLA fuses into the loop that reads it.
+    ``value`` itself (a literal XLA reads from memory), or the expression of
+    :func:`structured` where it has one."""
+    build = structured(value)
+    return value if build is None else Traced(build())
 
-    A uniform array (``100 * ones(n)`` made while recording) becomes a broadcast
-    value; a matrix that is zero but for one value along a run of one diagonal (the
-    seeds of a dense Jacobian or Hessian: ``2 * eye(n)``, shifted identities) is
-    computed from indices (a Hessian of Rosenbrock at n=100 took 1.7x as long reading
-    three such literals). Both are exact, signed zeros included.
+
+def structured(value: np.ndarray) -> Callable[[], Any] | None:
+    """A function computing ``value`` inside a kernel from little or no data, or None.
+
+    Derivatives seed their products with structured constants: a uniform array
+    (``100 * ones(n)`` made while recording) becomes a broadcast value, and a matrix
+    that is zero but for one value along a run of one diagonal (``2 * eye(n)``, the
+    shifted identities of a dense Jacobian or Hessian) is computed from indices. XLA
+    fuses these into the loops that read them, where a literal matrix is a pass over
+    memory: a Hessian of Rosenbrock at n=100 took 1.7x as long reading three. Both are
+    exact, signed zeros included. Checking costs a few passes over ``value``, once,
+    when the kernel is made. (The colour groups that seed a sparse Jacobian, at most
+    one nonzero per column, are left as they are: computed from each column's row in
+    the kernel, XLA's gather of the stored entries ran 1.4x slower for Rosenbrock.)
     """
     if _uniform(value):
-        return Traced(_jax_numpy().full(value.shape, value.flat[0], value.dtype))
+        first = value.flat[0]
+        return lambda: _jax_numpy().full(value.shape, first, value.dtype)
     band = _diagonal(value)
     if band is not None:
-        return Traced(_diagonal_values(value.shape, value.dtype, *band))
-    return value
+        return lambda: _diagonal_values(value.shape, value.dtype, *band)
+    return None
 
 
 def _uniform(a: np.ndarray) -> bool:
@@ -403,3 +424,57 @@ def _diagonal_values(shape: tuple, dtype: Any, k: int, first: int, stop: int, va
     j = jax.lax.broadcasted_iota(np.int64, shape, 1)
     on = (j - i == k) & (i >= first) & (i < stop)
     return jnp.where(on, jnp.asarray(value, dtype), jnp.zeros((), dtype))
+
+
+def scatter_add(values: Any, index: tuple, shape: tuple) -> Any:
+    """:func:`funcdiff.rules.indexing.index_add` with a constant index, in JAX: zeros
+    padded around the values for a basic index (XLA fuses a pad; its scatter is a
+    serial loop), a scatter-add for any other."""
+    import jax.numpy as jnp
+    from jax import lax
+
+    values = unwrap(values)
+    indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
+    extra = tuple(values.shape[indexed_ndim:])
+    padding = _padding(index, tuple(shape)) if type(index) is tuple else None
+    if padding is None:
+        return jnp.zeros(tuple(shape) + extra, dtype=values.dtype).at[index].add(values)
+    widths, reverse, expand = padding
+    if expand:
+        values = jnp.expand_dims(values, expand)
+    if reverse:
+        values = jnp.flip(values, reverse)
+    widths = widths + [(0, 0, 0)] * len(extra)
+    return lax.pad(values, jnp.zeros((), dtype=values.dtype), widths)
+
+
+def _padding(index: tuple, shape: tuple) -> tuple | None:
+    """For a basic index of ints and slices: the ``lax.pad`` widths placing the
+    selected values in zeros of ``shape``, the axes to flip first (negative steps) and
+    those to insert (ints); None for any other index or an empty selection."""
+    if len(index) > len(shape):
+        return None
+    widths: list[tuple[int, int, int]] = []
+    reverse: list[int] = []
+    expand: list[int] = []
+    for axis, dim in enumerate(shape):
+        item = index[axis] if axis < len(index) else slice(None)
+        if type(item) is slice:
+            start, stop, step = item.indices(dim)
+            count = len(range(start, stop, step))
+            if count == 0:
+                return None
+            low = start if step > 0 else start + (count - 1) * step
+            if step < 0:
+                reverse.append(axis)
+            interior = abs(step) - 1
+            widths.append((low, dim - low - (count - 1) * abs(step) - 1, interior))
+        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+            i = int(item) + dim if item < 0 else int(item)
+            if not 0 <= i < dim:
+                return None
+            expand.append(axis)
+            widths.append((i, dim - i - 1, 0))
+        else:
+            return None
+    return widths, tuple(reverse), tuple(expand)

@@ -30,7 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff.replay.jit._arrays import Traced, Unsupported, constant, unwrap
+from funcdiff.replay.jit._arrays import (
+    Traced,
+    Unsupported,
+    constant,
+    scatter_add,
+    structured,
+    unwrap,
+)
 from funcdiff.replay.jit._handover import (
     aligned,
     misalignment,
@@ -159,6 +166,8 @@ class _Program:
 
     def __init__(self, code: list, ops: dict) -> None:
         self.ops = ops
+        # The constant slots computed inside kernels, by slot (set by ``lower``).
+        self.built: dict[int, Callable[[], Any]] = {}
         slot = ops["slot"]
         self.calls: list[tuple | None] = []
         self.reads: list[list[int]] = []
@@ -358,6 +367,11 @@ def kernels_at_least(code: list, template: list, specs: list, ops: dict) -> int:
     calls sit between them). One linear pass, nothing traced."""
     prog = _Program(code, ops)
     flags = _candidates(code, prog, specs, template)
+    for s, value in enumerate(template):
+        if type(value) is np.ndarray and value.size > FOLD_SIZE:
+            build = structured(value)
+            if build is not None:
+                prog.built[s] = build
     kernels = 0
     unfolding: _Unfolding | None = None
     for k, flag in enumerate(flags):
@@ -371,60 +385,6 @@ def kernels_at_least(code: list, template: list, specs: list, ops: dict) -> int:
             size, value = unfolding.size(k)
         unfolding.add(k, value)
     return kernels
-
-
-def _jax_index_add(values: Any, index: tuple, shape: tuple) -> Any:
-    """:func:`funcdiff.rules.indexing.index_add` with a constant index, in JAX: zeros
-    padded around the values for a basic index (XLA fuses a pad; its scatter is a
-    serial loop), a scatter-add for any other."""
-    import jax.numpy as jnp
-    from jax import lax
-
-    values = unwrap(values)
-    indexed_ndim = np.broadcast_to(np.zeros((), dtype=bool), shape)[index].ndim
-    extra = tuple(values.shape[indexed_ndim:])
-    padding = _padding(index, tuple(shape)) if type(index) is tuple else None
-    if padding is None:
-        return jnp.zeros(tuple(shape) + extra, dtype=values.dtype).at[index].add(values)
-    widths, reverse, expand = padding
-    if expand:
-        values = jnp.expand_dims(values, expand)
-    if reverse:
-        values = jnp.flip(values, reverse)
-    widths = widths + [(0, 0, 0)] * len(extra)
-    return lax.pad(values, jnp.zeros((), dtype=values.dtype), widths)
-
-
-def _padding(index: tuple, shape: tuple) -> tuple | None:
-    """For a basic index of ints and slices: the ``lax.pad`` widths placing the
-    selected values in zeros of ``shape``, the axes to flip first (negative steps) and
-    those to insert (ints); None for any other index or an empty selection."""
-    if len(index) > len(shape):
-        return None
-    widths: list[tuple[int, int, int]] = []
-    reverse: list[int] = []
-    expand: list[int] = []
-    for axis, dim in enumerate(shape):
-        item = index[axis] if axis < len(index) else slice(None)
-        if type(item) is slice:
-            start, stop, step = item.indices(dim)
-            count = len(range(start, stop, step))
-            if count == 0:
-                return None
-            low = start if step > 0 else start + (count - 1) * step
-            if step < 0:
-                reverse.append(axis)
-            interior = abs(step) - 1
-            widths.append((low, dim - low - (count - 1) * abs(step) - 1, interior))
-        elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
-            i = int(item) + dim if item < 0 else int(item)
-            if not 0 <= i < dim:
-                return None
-            expand.append(axis)
-            widths.append((i, dim - i - 1, 0))
-        else:
-            return None
-    return widths, tuple(reverse), tuple(expand)
 
 
 class _Segment:
@@ -456,7 +416,10 @@ class _Segment:
             for s in reads
             if template[s] is not None and np.size(template[s]) <= FOLD_SIZE
         }
-        self.ins = [s for s in reads if s not in self.folded]
+        # Large constants with a structure are computed in the kernel (see
+        # ``_arrays.structured``); the others are arguments, converted once.
+        self.built = {s: prog.built[s] for s in reads if s in prog.built}
+        self.ins = [s for s in reads if s not in self.folded and s not in self.built]
         self.prog, self.specs, self.slot_type = prog, specs, prog.ops["slot"]
         self.many_shapes = len({specs[s][0] for s in made}) > MANY_SHAPES
         # A small kernel's float64 results come back packed into one array (see
@@ -496,7 +459,7 @@ class _Segment:
                 args = _fill(args_t, env, slot_type)
                 kwargs = {key: _fill(v, env, slot_type) for key, v in kwargs_t.items()}
                 if fn is _INDEX_ADD:
-                    result = _jax_index_add(*args, **kwargs)
+                    result = scatter_add(*args, **kwargs)
                 else:
                     result = unwrap(fn(*args, **kwargs))
                 results = _arrays(result)
@@ -514,6 +477,7 @@ class _Segment:
     def body(self, *values: Any) -> tuple:
         env: dict[int, Any] = dict(zip(self.ins, values))
         env.update(self.folded)
+        env.update((s, build()) for s, build in self.built.items())
         for k in self.positions:
             env.update(zip(self.prog.calls[k][3], self.step(k, env)))  # type: ignore[index]
         return self.returned(tuple(env[s] for s in self.outs))
@@ -534,6 +498,7 @@ class _Segment:
         def run(*args: Any) -> tuple:
             env: dict[int, Any] = dict(zip(self.ins, args))
             env.update(self.folded)
+            env.update((s, build()) for s, build in self.built.items())
             for k in self.positions:
                 outs = self.prog.calls[k][3]  # type: ignore[index]
                 if not skip[k]:
@@ -705,6 +670,11 @@ def lower(
     """
     prog = _Program(code, ops)
     flags = _candidates(code, prog, specs, template)
+    for s, value in enumerate(template):
+        if type(value) is np.ndarray and value.size > FOLD_SIZE:
+            build = structured(value)
+            if build is not None:
+                prog.built[s] = build
     barriers = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
     barrier = barriers[-1] + 1 if barriers else 0
     guard = [ins[0] == ops["guard"] for ins in code]
