@@ -464,20 +464,23 @@ def test_a_dense_hessian_kernel_reads_no_seed_matrices(monkeypatch: pytest.Monke
 
 
 @pytest.mark.parametrize(
-    ("shape", "axis", "keepdims"),
+    ("reduce", "shape", "axis", "keepdims"),
     [
-        ((4096,), None, False),
-        ((100_003,), None, False),
-        ((301, 700), None, True),
-        ((301, 700), 0, False),
-        ((4095,), None, False),
+        (np.sum, (4096,), None, False),
+        (np.sum, (100_003,), None, False),
+        (np.sum, (301, 700), None, True),
+        (np.sum, (301, 700), 0, False),
+        (np.sum, (4095,), None, False),
+        (np.mean, (100_003,), None, False),
+        (np.mean, (301, 700), None, True),
+        (np.mean, (301, 700), 1, False),
     ],
 )
-def test_large_sums_equal_numpy_and_read_their_operands_once(shape, axis, keepdims) -> None:
-    """A whole-array sum of a large float array is lowered as a sum of rows that XLA
-    fuses with the loop producing its operand (no full-size intermediate in memory);
-    partial sums and small arrays go to ``jax.numpy.sum``. Values and gradients are
-    NumPy's to rounding."""
+def test_large_sums_equal_numpy_and_read_their_operands_once(reduce, shape, axis, keepdims) -> None:
+    """A whole-array sum or mean of a large float array is lowered as a sum of rows
+    that XLA fuses with the loop producing its operand (no full-size intermediate in
+    memory); partial reductions and small arrays go to ``jax.numpy``. Values and
+    gradients are NumPy's to rounding."""
     import jax
 
     from funcdiff.replay.jit import _arrays, _lower
@@ -490,7 +493,7 @@ def test_large_sums_equal_numpy_and_read_their_operands_once(shape, axis, keepdi
         return executables[-1]
 
     def f(x):
-        s = np.sum(np.sin(x) * x + 0.5 * x, axis=axis, keepdims=keepdims)
+        s = reduce(np.sin(x) * x + 0.5 * x, axis=axis, keepdims=keepdims)
         return np.sum(s * s) if axis is not None or keepdims else s
 
     rng = np.random.default_rng(8)

@@ -245,9 +245,26 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **rest: A
     return total.reshape((1,) * jnp.ndim(a)) if keepdims else total
 
 
+def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **rest: Any) -> Any:
+    """``np.mean``; of a whole large float array, :func:`_sum`'s divided by the size
+    (as ``jax.numpy.mean`` computes it)."""
+    jnp = _jax_numpy()
+    if out is not None:
+        raise Unsupported("mean with out=")
+    if (
+        axis is None
+        and dtype is None
+        and set(rest) <= {"keepdims"}
+        and jnp.size(a) >= ROW_SUM_SIZE
+        and jnp.issubdtype(jnp.result_type(a), jnp.floating)
+    ):
+        return _sum(a, **rest) / jnp.size(a)
+    return jnp.mean(a, axis=axis, dtype=dtype, **rest)
+
+
 #: NumPy functions whose ``jax.numpy`` namesake XLA compiles into slower loops than
 #: another lowering of the same values, or lacks NumPy's default.
-_LOWERINGS: dict[Any, Any] = {np.roll: _roll, np.take: _take, np.sum: _sum}
+_LOWERINGS: dict[Any, Any] = {np.roll: _roll, np.take: _take, np.sum: _sum, np.mean: _mean}
 
 
 class Traced:
