@@ -243,8 +243,8 @@ class Replayed:
             vector = -1
         if all(type(a) is np.ndarray and a.dtype.kind in "fc" for a in args):
             # The common call, every argument a float array (the loop below, faster).
-            key = tuple([("a", i in diff, a.shape, a.dtype) for i, a in enumerate(args)])
-            return list(range(len(args))), list(args), key
+            signature = tuple([("a", i in diff, a.shape, a.dtype) for i, a in enumerate(args)])
+            return list(range(len(args))), list(args), signature
         positions, arrays, key = [], [], []
         for i, a in enumerate(args):
             if i in diff or i == vector or isinstance(a, (np.ndarray, Tensor)) or is_foreign(a):
