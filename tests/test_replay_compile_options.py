@@ -435,21 +435,26 @@ def test_structured_constants_become_exact_expressions(name, value, expression) 
     np.testing.assert_array_equal(np.signbit(out), np.signbit(value))
 
 
+def _kernels_compiled(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The XLA executables compiled from now on in this test, in order."""
+    from funcdiff.replay.jit import _lower
+
+    executables: list = []
+    compile_kernel = _lower._compile
+
+    def kept(lowered, options):
+        executables.append(compile_kernel(lowered, options))
+        return executables[-1]
+
+    monkeypatch.setattr(_lower, "_compile", kept)
+    return executables
+
+
 def test_a_dense_hessian_kernel_reads_no_seed_matrices(monkeypatch: pytest.MonkeyPatch) -> None:
     """The Hessian's seeds (2 eye and shifted identities) are computed in the kernel,
     not read as literal matrices (a literal costs a pass over memory: 1.7x the time
     at n=100), and the Hessian equals Rosenbrock's closed form."""
-    from funcdiff.replay.jit import _lower
-
-    texts: list[str] = []
-    compile_kernel = _lower._compile
-
-    def kept(lowered, options):
-        executable = compile_kernel(lowered, options)
-        texts.append(executable.as_text())
-        return executable
-
-    monkeypatch.setattr(_lower, "_compile", kept)
+    executables = _kernels_compiled(monkeypatch)
     hessian = replay.hessian(rosenbrock, compile=True)
     rng = np.random.default_rng(2)
     for _ in range(2):
@@ -459,8 +464,8 @@ def test_a_dense_hessian_kernel_reads_no_seed_matrices(monkeypatch: pytest.Monke
         off = -400.0 * x[:-1]
         want += np.diag(off, 1) + np.diag(off, -1)
         np.testing.assert_allclose(hessian(x), want, rtol=1e-13, atol=1e-10)
-    assert texts and _kernels(hessian) == 1
-    assert not any("constant({" in text for text in texts)
+    assert executables and _kernels(hessian) == 1
+    assert not any("constant({" in e.as_text() for e in executables)
 
 
 @pytest.mark.parametrize(
@@ -476,38 +481,33 @@ def test_a_dense_hessian_kernel_reads_no_seed_matrices(monkeypatch: pytest.Monke
         (np.mean, (301, 700), 1, False),
     ],
 )
-def test_large_sums_equal_numpy_and_read_their_operands_once(reduce, shape, axis, keepdims) -> None:
+def test_large_sums_equal_numpy_and_read_their_operands_once(
+    monkeypatch: pytest.MonkeyPatch, reduce, shape, axis, keepdims
+) -> None:
     """A whole-array sum or mean of a large float array is lowered as a sum of rows
     that XLA fuses with the loop producing its operand (no full-size intermediate in
     memory); partial reductions and small arrays go to ``jax.numpy``. Values and
     gradients are NumPy's to rounding."""
     import jax
 
-    from funcdiff.replay.jit import _arrays, _lower
+    from funcdiff.replay.jit import _arrays
 
-    executables: list = []
-    compile_kernel = _lower._compile
-
-    def kept(lowered, options):
-        executables.append(compile_kernel(lowered, options))
-        return executables[-1]
+    executables = _kernels_compiled(monkeypatch)
 
     def f(x):
         s = reduce(np.sin(x) * x + 0.5 * x, axis=axis, keepdims=keepdims)
         return np.sum(s * s) if axis is not None or keepdims else s
 
     rng = np.random.default_rng(8)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_lower, "_compile", kept)
-        value_and_grad = replay.value_and_grad(f, compile=True)
-        for _ in range(2):
-            x = rng.uniform(-2.0, 2.0, shape)
-            value, grad = value_and_grad(x)
-            t = fd.tensor(x, requires_grad=True)
-            want = f(t)
-            assert value == pytest.approx(float(want.data), rel=1e-12)
-            want_grad = fd.grad(want, t)[0].data  # normwise: the sum's rounding scales it
-            np.testing.assert_allclose(grad, want_grad, rtol=0, atol=1e-12 * abs(want_grad).max())
+    value_and_grad = replay.value_and_grad(f, compile=True)
+    for _ in range(2):
+        x = rng.uniform(-2.0, 2.0, shape)
+        value, grad = value_and_grad(x)
+        t = fd.tensor(x, requires_grad=True)
+        want = f(t)
+        assert value == pytest.approx(float(want.data), rel=1e-12)
+        want_grad = fd.grad(want, t)[0].data  # normwise: the sum's rounding scales it
+        np.testing.assert_allclose(grad, want_grad, rtol=0, atol=1e-12 * abs(want_grad).max())
     assert _kernels(value_and_grad) >= 1
     size = int(np.prod(shape))
     if axis is None and size >= _arrays.ROW_SUM_SIZE:
@@ -523,27 +523,19 @@ def test_a_forward_jacobian_computes_its_identity_seed_in_the_kernel(
     """A Jacobian with more outputs than inputs is pushed forward from the identity, a
     constant slot of the program: the kernel computes it from indices (it reads x
     alone) and the Jacobian is the eager one."""
-    from funcdiff.replay.jit import _lower
-
-    texts: list[str] = []
-    compile_kernel = _lower._compile
-
-    def kept(lowered, options):
-        executable = compile_kernel(lowered, options)
-        texts.append(executable.as_text())
-        return executable
 
     def g(x):
         return np.concatenate([np.sin(x) * x[0], np.cos(x), x**2, np.tanh(x)])
 
-    monkeypatch.setattr(_lower, "_compile", kept)
+    executables = _kernels_compiled(monkeypatch)
     jacobian = replay.jacobian(g, compile=True)
     rng = np.random.default_rng(4)
     for _ in range(2):
         x = rng.uniform(-1.0, 1.0, 30)
         want = functional.jacobian(g, fd.tensor(x)).data
         np.testing.assert_allclose(jacobian(x), want, rtol=1e-13, atol=1e-14)
-    assert texts and _kernels(jacobian) == 1
-    entry = texts[0][texts[0].index("ENTRY") :].splitlines()[0]
+    assert executables and _kernels(jacobian) == 1
+    text = executables[0].as_text()
+    entry = text[text.index("ENTRY") :].splitlines()[0]
     assert entry.count("parameter") + entry.count(": f64[") == 1  # x alone
-    assert not any("constant({" in text for text in texts)
+    assert not any("constant({" in e.as_text() for e in executables)
