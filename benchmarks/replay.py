@@ -19,6 +19,10 @@ replayed derivative with ``compile=True`` (the program lowered to XLA kernels,
 :mod:`funcdiff.replay.jit`), and ``compile_s`` is its first call (record, validate,
 lower and compile) in seconds.
 
+jax.jit is timed twice: on device arrays, returning device arrays (``jax.jit``, its own
+benchmark convention), and on the same NumPy arrays funcdiff's calls take, returning
+NumPy arrays as they do (``jax.jit numpy``).
+
 Times are medians over interleaved rounds; the table shows ratios measured in the same
 round (to the NumPy forward of the same function, and eager / replayed).
 """
@@ -181,12 +185,17 @@ def _as_arrays(value: Any) -> list:
     return [np.asarray(getattr(value, "data", value), dtype=float)]
 
 
-def _jax_cell(spec: Any) -> Any:
+def _jax_cells(spec: Any) -> dict[str, Any]:
+    """``jax.jit`` of the row's derivative, two ways: on device arrays, returning device
+    arrays (``jax.jit``), and on the row's NumPy arrays, returning NumPy arrays
+    (``jax.jit numpy``: what funcdiff's calls take and return)."""
+    import numpy as np
+
     try:
         import jax
         import jax.numpy as jnp
     except ImportError:
-        return None
+        return {}
     jax.config.update("jax_enable_x64", True)
     from benchmarks import problems
 
@@ -217,8 +226,12 @@ def _jax_cell(spec: Any) -> Any:
     def call() -> Any:
         return jax.block_until_ready(g(*args))
 
+    def call_numpy() -> Any:
+        return jax.tree_util.tree_map(np.asarray, g(*xs))
+
     call()
-    return call
+    call_numpy()
+    return {"jax.jit": call, "jax.jit numpy": call_numpy}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,9 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         }
         if compiled is not None:
             cells["compiled"] = lambda r=compiled, a=call_args: r(*a)
-        jax_call = _jax_cell(row["jax"]) if "jax" in row else None
-        if jax_call is not None:
-            cells["jax.jit"] = jax_call
+        cells.update(_jax_cells(row["jax"]) if "jax" in row else {})
         per = {k: [] for k in cells}
         for _ in range(rounds):
             for name, fn in cells.items():
@@ -303,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                 entry["compiled_over_jax_jit"] = statistics.median(
                     c / j for c, j in zip(per["compiled"], per["jax.jit"])
                 )
+                entry["compiled_over_jax_jit_numpy"] = statistics.median(
+                    c / j for c, j in zip(per["compiled"], per["jax.jit numpy"])
+                )
         results.append(entry)
         print(
             f"{row['id']:3} {row['what']:44} {'ok' if ok else 'WRONG':5} "
@@ -311,6 +325,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f"  replay/jax.jit {entry['replay_over_jax_jit']:5.2f}" if "jax.jit" in per else "")
             + (
                 f"  compiled/jax.jit {entry['compiled_over_jax_jit']:5.2f}"
+                f" (numpy in and out {entry['compiled_over_jax_jit_numpy']:5.2f})"
                 if "compiled_over_jax_jit" in entry
                 else ""
             )
