@@ -105,11 +105,12 @@ KERNEL_OPTIONS: dict[str, Any] = {"xla_cpu_experimental_ynn_fusion_type": ""}
 #: instead of 110), while the packing costs at most a nanosecond or two per element.
 PACK_WORK = 4096
 #: Options for a kernel compiled for widened arguments (see ``_handover``). Where two
-#: arguments share a shift, the loops read them at one index expression, and LLVM's
-#: optimisation level 2 turns the loop that reads them into scalar code: B4's hvp at
-#: n=1e6 took 0.73-0.79x NumPy f with x and v both 16 bytes past a page boundary
-#: (NumPy's usual place), 0.41 at level 1, which vectorises it; other shifts 0.43 and
-#: 0.36 (``python -m benchmarks.page_offsets``).
+#: arguments share a shift, XLA reads them at one index expression, and LLVM's
+#: optimisation level 2 then makes the loop scalar: B4's hvp at n=1e6 took 0.73-0.79x
+#: NumPy f with x and v both 16 bytes past a page boundary (NumPy's usual place), and
+#: 0.37-0.41x at level 1, which vectorises it, as fast as the other layouts
+#: (``python -m benchmarks.page_offsets``). Level 1 for every kernel gained nothing on
+#: the aligned ones and cost the sparse Brusselator 5%.
 WIDENED_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 1}
 #: Bytes above which a kernel's ndarray argument is handed to JAX with device_put.
 LARGE_ARGUMENT = 1 << 16
