@@ -57,6 +57,30 @@ def test_sparse_refuses_a_recorded_tensor_as_x_in_a_closure_and_in_a_partial() -
         np.testing.assert_allclose(sparse.jacobian(lambda x: x * L, X0).toarray(), np.diag(L.data))
 
 
+GLOBAL_WEIGHTS = None  # a module global a function reads (set by the test below)
+
+
+def test_a_recorded_tensor_in_a_global_a_default_or_a_keyword_is_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    L = weights()
+    monkeypatch.setitem(globals(), "GLOBAL_WEIGHTS", L)
+
+    def uses_global(x):
+        return x * GLOBAL_WEIGHTS
+
+    def uses_default(x, a=L):
+        return x * a
+
+    _refused(lambda: sparse.jacobian(uses_global, X0), "the global 'GLOBAL_WEIGHTS'")
+    _refused(lambda: replay.jacobian(uses_global)(X0), "the global 'GLOBAL_WEIGHTS'")
+    _refused(lambda: replay.jacobian(uses_default)(X0), "the function's default argument 0")
+    keyword = functools.partial(lambda x, a: x * a, a=L)
+    _refused(lambda: sparse.jacobian(keyword, X0), "the partial's keyword 'a'")
+    monkeypatch.setitem(globals(), "GLOBAL_WEIGHTS", L.detach())  # a constant: no error
+    np.testing.assert_allclose(replay.jacobian(uses_global)(X0), np.diag(L.data))
+
+
 @pytest.mark.parametrize("maker", ["value_and_grad", "grad", "jacobian", "hessian"])
 def test_replay_refuses_a_recorded_tensor(maker: str) -> None:
     L = weights()
