@@ -416,11 +416,11 @@ def _uniform(a: np.ndarray) -> bool:
 def _diagonal(a: np.ndarray) -> tuple[int, int, int, Any] | None:
     """``(k, first, stop, value)`` where ``a`` is a float matrix of +0.0 but for
     ``value`` at rows ``first`` to ``stop - 1`` of its diagonal ``k``, else None."""
-    if a.ndim != 2 or a.dtype.kind != "f":
-        return None
+    if a.ndim != 2 or a.dtype.kind != "f" or not 0 < np.count_nonzero(a) <= min(a.shape):
+        return None  # (counted first: a dense matrix would make millions of indices)
+    if np.count_nonzero(np.signbit(a)) != np.count_nonzero(a < 0):
+        return None  # a -0.0 (or a NaN with its sign bit set)
     rows, cols = np.nonzero(a)
-    if rows.size == 0 or np.signbit(a[a == 0]).any():
-        return None
     k = int(cols[0] - rows[0])
     first, stop = int(rows[0]), int(rows[-1]) + 1
     value = a[rows[0], cols[0]]
