@@ -395,6 +395,8 @@ def _structured_cases() -> list:
     gap = np.eye(6)
     gap[2, 2] = 0.0
     nan = np.where(np.eye(5) == 1.0, np.nan, 0.0)
+    minus_nan = np.eye(9)
+    minus_nan[0, 1] = -np.nan
     return [
         ("2 eye", 2.0 * eye, True),
         ("shifted run", run, True),
@@ -409,6 +411,8 @@ def _structured_cases() -> list:
         ("a gap in the run", gap, False),
         ("nan", nan, False),
         ("two values", np.diag(np.arange(1.0, 7.0)), False),
+        ("dense", np.random.default_rng(0).uniform(1.0, 2.0, (9, 9)), False),
+        ("-nan off the diagonal", minus_nan, False),
     ]
 
 
