@@ -37,6 +37,7 @@ from funcdiff._core import grad_mode, tracing
 from funcdiff._core.backends import as_array, copy_array, is_foreign
 from funcdiff.replay import jit
 from funcdiff.replay._codegen import compile_program
+from funcdiff.replay._folding import folded
 from funcdiff.replay._tracer import (
     CALL,
     COPY,
@@ -137,6 +138,7 @@ class Program:
             "recorded": n_recorded,
             "guards": sum(1 for c in code if c[0] == _GUARD),
             "compiled": False,
+            "folded": 0,
             "jit": None,
         }
 
@@ -173,9 +175,7 @@ class Program:
             return _emit(result, self.copies) if copy else result
         self.runs += 1
         if self.runs >= COMPILE_AFTER:
-            self.compiled = compile_program(
-                self.code, self.inputs, self.template, self.outputs, _OPCODES
-            )
+            self.compiled = self._numpy_code()
             if self.compiled is not None:
                 self.info["compiled"] = True
                 return _emit(self.compiled(*arrays), self.copies)
@@ -235,7 +235,7 @@ class Program:
         kernels run in 0.6x their time). The NumPy form is kept as generated code when
         it wins.
         """
-        numpy_run = compile_program(self.code, self.inputs, self.template, self.outputs, _OPCODES)
+        numpy_run = self._numpy_code()
         if numpy_run is None:
             return True
         kernels(*arrays)  # untimed: a kernel compiles for an alignment met again here
@@ -255,6 +255,13 @@ class Program:
         self.compiled = numpy_run
         self.info["compiled"] = True
         return False
+
+    def _numpy_code(self) -> Any:
+        """The program as generated NumPy code, its instructions of constants alone
+        computed once (:mod:`funcdiff.replay._folding`); None when too long."""
+        code, template = folded(self.code, self.template, set(_flat(self.outputs)), _OPCODES)
+        self.info["folded"] = len(self.code) - len(code)
+        return compile_program(code, self.inputs, template, self.outputs, _OPCODES)
 
     def interpret(self, arrays: Sequence[np.ndarray]) -> Any:
         """:meth:`run` by the instruction loop (for programs too long to compile)."""

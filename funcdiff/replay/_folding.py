@@ -1,0 +1,158 @@
+"""Instructions of constants alone, computed once instead of at every replay.
+
+A recorded derivative computes with constants of its own: the seeds that start its
+products, and whatever the function does to them. A prepared sparse Jacobian pushes
+its colour groups through the function: the Brusselator's periodic Laplacian applied
+to them is 27 of its program's 74 instructions, every ``np.roll`` among them, and none
+reads the point. Such an instruction gives the same arrays at every call, so the
+generated NumPy code computes it once, when it is made (by the NumPy call itself: the
+values are the ones every replay computed), and reads the results as constants.
+
+That trades memory for time: the folded results a program keeps can be larger than
+the constants they came from (the Brusselator's 6 x 200,000 seeds fold into six
+arrays of 6 x 100,000). A program folds only where the results it keeps take at most
+:data:`GROWTH` times the bytes of its constant arrays.
+
+Only instructions after the program's last in-place write are folded (those before
+it run in order on the arrays it writes), never a guard, and never one that computes
+an output (the caller must get an array of its own). The compiled kernels
+(:mod:`funcdiff.replay.jit`) do not fold: XLA computes the seeds' expressions faster
+than it reads their results from memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = ["GROWTH", "folded"]
+
+#: How many times the bytes of a program's constant arrays the folded results may add.
+GROWTH = 4
+
+
+def _reads(ins: tuple, ops: dict) -> list[int] | None:
+    """The slots a call instruction reads, or None for any other instruction."""
+    op, slot = ins[0], ops["slot"]
+    if op == ops["unary"]:
+        return [ins[2]]
+    if op == ops["binary"]:
+        return [ins[2], ins[3]]
+    if op == ops["right"]:
+        return [ins[2]]
+    if op == ops["left"]:
+        return [ins[3]]
+    if op == ops["general"]:
+        return _slots(ins[2], slot) + _slots(tuple(ins[3].values()), slot)
+    return None
+
+
+def _writes(ins: tuple, ops: dict) -> list[int]:
+    return list(ins[4]) if ins[0] == ops["general"] else [ins[-1]]
+
+
+def _slots(template: Any, slot: Any) -> list[int]:
+    if type(template) is slot:
+        return [template.index]
+    if type(template) in (list, tuple):
+        return [i for t in template for i in _slots(t, slot)]
+    return []
+
+
+def _filled(template: Any, values: list, slot: Any) -> Any:
+    if type(template) is slot:
+        return values[template.index]
+    if type(template) in (list, tuple):
+        return type(template)(_filled(t, values, slot) for t in template)
+    return template
+
+
+def _evaluate(ins: tuple, values: list, ops: dict) -> list | None:
+    """The arrays instruction ``ins`` computes from ``values``, or None where it fails
+    or gives something other than ndarrays (it then stays an instruction)."""
+    op, fn, slot = ins[0], ins[1], ops["slot"]
+    try:
+        with np.errstate(all="ignore"):  # every replay computes these; warnings aside
+            if op == ops["unary"]:
+                result = fn(values[ins[2]])
+            elif op == ops["binary"]:
+                result = fn(values[ins[2]], values[ins[3]])
+            elif op == ops["right"]:
+                result = fn(values[ins[2]], ins[3])
+            elif op == ops["left"]:
+                result = fn(ins[2], values[ins[3]])
+            else:
+                args = _filled(ins[2], values, slot)
+                result = fn(*args, **{k: _filled(v, values, slot) for k, v in ins[3].items()})
+    except Exception:  # noqa: BLE001  (left as an instruction: it fails or not as recorded)
+        return None
+    items = list(result) if isinstance(result, (tuple, list)) else [result]
+    arrays = [np.asarray(r) if isinstance(r, np.generic) else r for r in items]
+    if not all(type(a) is np.ndarray for a in arrays):
+        return None
+    return arrays
+
+
+def folded(code: list, template: list, outputs: set[int], ops: dict) -> tuple[list, list]:
+    """``(code, template)`` with the instructions whose every input is a constant
+    computed once: removed from ``code``, their results (those still read) constants of
+    the new ``template``. ``code`` and ``template`` themselves where nothing folds or
+    the constants would grow more than :data:`GROWTH` times.
+
+    ``outputs`` are the program's output slots; ``ops`` names its opcodes (see
+    ``funcdiff.replay.program``).
+    """
+    writes = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
+    values = list(template)
+    gone: set[int] = set()
+    for k in range(writes[-1] + 1 if writes else 0, len(code)):
+        ins = code[k]
+        reads = _reads(ins, ops)
+        outs = _writes(ins, ops) if reads else []
+        if not reads or any(values[s] is None for s in reads) or outputs.intersection(outs):
+            continue
+        arrays = _evaluate(ins, values, ops)
+        if arrays is None or len(arrays) != len(outs):
+            continue
+        for s, a in zip(outs, arrays):
+            values[s] = a
+        gone.add(k)
+    if not gone:
+        return code, template
+    kept = [ins for k, ins in enumerate(code) if k not in gone]
+    read: set[int] = set()
+    for ins in kept:
+        read.update(_reads(ins, ops) or _other_reads(ins, ops))
+    new = [v if template[s] is not None or s in read else None for s, v in enumerate(values)]
+    before = _held(v for v in template if type(v) is np.ndarray)
+    added = _held([v for s, v in enumerate(new) if template[s] is None and v is not None], before)
+    if sum(added.values()) > GROWTH * sum(before.values()):
+        return code, template
+    return kept, new
+
+
+def _held(arrays: Any, known: dict[int, int] | None = None) -> dict[int, int]:
+    """The bytes ``arrays`` keep alive, by ``id`` of the array owning them (a view keeps
+    its whole base), leaving out those ``known`` already counts."""
+    held: dict[int, int] = {}
+    for a in arrays:
+        while isinstance(a.base, np.ndarray):
+            a = a.base
+        if known is None or id(a) not in known:
+            held[id(a)] = a.nbytes
+    return held
+
+
+def _other_reads(ins: tuple, ops: dict) -> list[int]:
+    """The slots a guard, an in-place write or a copy reads."""
+    op, slot = ins[0], ops["slot"]
+    if op == ops["guard"]:
+        return [ins[1]]
+    if op == ops["copy_into"]:
+        return [ins[1], ins[2]]
+    if op == ops["set_item"]:
+        return [ins[1]] + _slots(ins[2], slot) + _slots(ins[3], slot)
+    if op == ops["inplace"]:
+        return [ins[2]] + _slots(ins[3], slot)
+    return [ins[1]]  # a copy
