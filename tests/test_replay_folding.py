@@ -12,21 +12,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from support.problems import brusselator
 
 import funcdiff as fd
 import funcdiff.sparse as sparse
 from funcdiff.replay import _folding
 from funcdiff.replay._codegen import compile_program
 from funcdiff.replay.program import _OPCODES, _flat, build, recording
-
-
-def brusselator(y):
-    n = y.shape[0] // 2
-    u, v = y[:n], y[n:]
-    c = 0.02 * n**2
-    du = 1.0 + u * u * v - 4.4 * u + c * (np.roll(u, 1) - 2.0 * u + np.roll(u, -1))
-    dv = 3.4 * u - u * u * v + c * (np.roll(v, 1) - 2.0 * v + np.roll(v, -1))
-    return np.concatenate([du, dv])
 
 
 def brusselator_jacobian(y):

@@ -24,7 +24,7 @@ from funcdiff._core.backends import as_array, copy_array
 from funcdiff.replay._tracer import Slot
 from funcdiff.rules.indexing import index_add
 
-__all__ = ["accumulate_scatters", "compile_program", "scatter_added"]
+__all__ = ["accumulate_scatters", "compile_program", "scatter_added", "slots_used"]
 
 #: Programs longer than this are interpreted (compiling them would cost more than the
 #: interpreter loses over the calls a typical user makes).
@@ -91,7 +91,7 @@ def compile_program(code: list, inputs: tuple, template: list, outputs: Any, low
     keep = set(_flat(outputs)) | set(inputs) | {s for s, v in enumerate(template) if v is not None}
     last: dict[int, int] = {}
     for k, ins in enumerate(code):
-        for slot in _slots_used(ins, lower):
+        for slot in slots_used(ins, lower):
             last[slot] = k
     drop: dict[int, list[int]] = {}
     for slot, k in last.items():
@@ -173,7 +173,7 @@ def _template_slots(template: Any) -> list[int]:
     return []
 
 
-def _slots_used(ins: tuple, lower: dict) -> list[int]:
+def slots_used(ins: tuple, lower: dict) -> list[int]:
     """Every slot an instruction reads or writes (its outputs too: a value never read
     is dropped right after the line that made it)."""
     op = ins[0]
@@ -231,7 +231,7 @@ def accumulate_scatters(code: list, outputs: set[int], lower: dict) -> list:
     general, binary, slot_type = lower["general"], lower["binary"], lower["slot"]
     readers: dict[int, list[int]] = {}
     for k, ins in enumerate(code):
-        for s in set(_slots_used(ins, lower)):
+        for s in set(slots_used(ins, lower)):
             readers.setdefault(s, []).append(k)
     writes = [k for k, ins in enumerate(code) if ins[0] in lower["inplace_kinds"]]
     merged: dict[int, tuple] = {}

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from funcdiff.replay._codegen import slots_used
+
 __all__ = ["GROWTH", "folded"]
 
 #: How many times the bytes of a program's constant arrays the folded results may add.
@@ -121,9 +123,7 @@ def folded(code: list, template: list, outputs: set[int], ops: dict) -> tuple[li
     if not gone:
         return code, template
     kept = [ins for k, ins in enumerate(code) if k not in gone]
-    read: set[int] = set()
-    for ins in kept:
-        read.update(_reads(ins, ops) or _other_reads(ins, ops))
+    read = {s for ins in kept for s in slots_used(ins, ops)}  # (their outputs too)
     new = [v if template[s] is not None or s in read else None for s, v in enumerate(values)]
     before = _held(v for v in template if type(v) is np.ndarray)
     added = _held([v for s, v in enumerate(new) if template[s] is None and v is not None], before)
@@ -142,17 +142,3 @@ def _held(arrays: Any, known: dict[int, int] | None = None) -> dict[int, int]:
         if known is None or id(a) not in known:
             held[id(a)] = a.nbytes
     return held
-
-
-def _other_reads(ins: tuple, ops: dict) -> list[int]:
-    """The slots a guard, an in-place write or a copy reads."""
-    op, slot = ins[0], ops["slot"]
-    if op == ops["guard"]:
-        return [ins[1]]
-    if op == ops["copy_into"]:
-        return [ins[1], ins[2]]
-    if op == ops["set_item"]:
-        return [ins[1]] + _slots(ins[2], slot) + _slots(ins[3], slot)
-    if op == ops["inplace"]:
-        return [ins[2]] + _slots(ins[3], slot)
-    return [ins[1]]  # a copy
