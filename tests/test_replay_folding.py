@@ -18,7 +18,7 @@ import funcdiff as fd
 import funcdiff.sparse as sparse
 from funcdiff.replay import _folding
 from funcdiff.replay._codegen import compile_program
-from funcdiff.replay.program import _OPCODES, _flat, build, recording
+from funcdiff.replay.program import _OPCODES, _emit, _flat, build, recording
 
 
 def brusselator_jacobian(y):
@@ -88,6 +88,17 @@ def test_folding_stops_where_its_constants_would_grow_past_the_bound() -> None:
     program = _record(small, c)
     code, template = _folded(program)
     assert len(code) == len(program.code) - 2  # the reversal and the sine
+    # The folded results are read only (a result handed out as it is gets copied); the
+    # program's own constants keep their flags.
+    new = [v for s, v in enumerate(template) if program.template[s] is None and v is not None]
+    assert new and not any(v.flags.writeable for v in new)
+    assert all(
+        v.flags.writeable for v in program.template if isinstance(v, np.ndarray) and v.base is None
+    )
+    held = new[0]
+    handed = _emit(held, False)
+    assert handed is not held and handed.flags.writeable
+    np.testing.assert_array_equal(handed, held)
     x = np.array([0.5, -1.0, 2.0])
     np.testing.assert_array_equal(
         compile_program(code, program.inputs, template, program.outputs, _OPCODES)(x),

@@ -129,6 +129,12 @@ def folded(code: list, template: list, outputs: set[int], ops: dict) -> tuple[li
     added = _held([v for s, v in enumerate(new) if template[s] is None and v is not None], before)
     if sum(added.values()) > GROWTH * sum(before.values()):
         return code, template
+    originals = {id(v) for v in template}
+    for s, v in enumerate(new):
+        if template[s] is None and v is not None and id(v) not in originals:
+            # Read only, so that a result handed out as it is gets copied (``_emit``)
+            # rather than shared with every later call.
+            v.flags.writeable = False
     return kept, new
 
 

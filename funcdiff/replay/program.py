@@ -327,6 +327,8 @@ def _emit(values: Any, copies: Any) -> Any:
     if isinstance(copies, bool):
         if copies or (values.base is not None and not jit.kernel_output(values)):
             return copy_array(values)
+        if type(values) is np.ndarray and not values.flags.writeable:
+            return copy_array(values)  # a constant the program computed once (_folding)
         return values
     return tuple(_emit(v, c) for v, c in zip(values, copies))
 
