@@ -24,7 +24,7 @@ from funcdiff._core.backends import as_array, copy_array
 from funcdiff.replay._tracer import Slot
 from funcdiff.rules.indexing import index_add
 
-__all__ = ["accumulate_scatters", "compile_program", "scatter_added", "slots_used"]
+__all__ = ["accumulate_scatters", "as_call", "compile_program", "scatter_added", "slots_used"]
 
 #: Programs longer than this are interpreted (compiling them would cost more than the
 #: interpreter loses over the calls a typical user makes).
@@ -171,6 +171,26 @@ def _template_slots(template: Any) -> list[int]:
     if isinstance(template, dict):
         return [s for t in template.values() for s in _template_slots(t)]
     return []
+
+
+def as_call(ins: tuple, lower: dict) -> tuple | None:
+    """A call instruction in one form, ``(fn, args, kwargs, outs)`` with slot references
+    in ``args`` and ``kwargs`` (``fn`` None for a copy); None for a guard or an in-place
+    write."""
+    op, slot = ins[0], lower["slot"]
+    if op == lower["unary"]:
+        return (ins[1], (slot(ins[2]),), {}, (ins[-1],))
+    if op == lower["binary"]:
+        return (ins[1], (slot(ins[2]), slot(ins[3])), {}, (ins[-1],))
+    if op == lower["right"]:
+        return (ins[1], (slot(ins[2]), ins[3]), {}, (ins[-1],))
+    if op == lower["left"]:
+        return (ins[1], (ins[2], slot(ins[3])), {}, (ins[-1],))
+    if op == lower["general"]:
+        return (ins[1], ins[2], ins[3], tuple(ins[4]))
+    if op == lower["copy"]:
+        return (None, (slot(ins[1]),), {}, (ins[2],))
+    return None
 
 
 def slots_used(ins: tuple, lower: dict) -> list[int]:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from funcdiff.replay._codegen import slots_used
+from funcdiff.replay._codegen import as_call, slots_used
 
 __all__ = ["GROWTH", "folded"]
 
@@ -34,64 +34,19 @@ __all__ = ["GROWTH", "folded"]
 GROWTH = 4
 
 
-def _reads(ins: tuple, ops: dict) -> list[int] | None:
-    """The slots a call instruction reads, or None for any other instruction."""
-    op, slot = ins[0], ops["slot"]
-    if op == ops["unary"]:
-        return [ins[2]]
-    if op == ops["binary"]:
-        return [ins[2], ins[3]]
-    if op == ops["right"]:
-        return [ins[2]]
-    if op == ops["left"]:
-        return [ins[3]]
-    if op == ops["general"]:
-        return _slots(ins[2], slot) + _slots(tuple(ins[3].values()), slot)
-    return None
-
-
-def _writes(ins: tuple, ops: dict) -> list[int]:
-    return list(ins[4]) if ins[0] == ops["general"] else [ins[-1]]
-
-
-def _slots(template: Any, slot: Any) -> list[int]:
-    if type(template) is slot:
-        return [template.index]
-    if type(template) in (list, tuple):
-        return [i for t in template for i in _slots(t, slot)]
-    return []
-
-
-def _filled(template: Any, values: list, slot: Any) -> Any:
-    if type(template) is slot:
-        return values[template.index]
-    if type(template) in (list, tuple):
-        return type(template)(_filled(t, values, slot) for t in template)
-    return template
-
-
-def _evaluate(ins: tuple, values: list, ops: dict) -> list | None:
-    """The arrays instruction ``ins`` computes from ``values``, or None where it fails
-    or gives something other than ndarrays (it then stays an instruction)."""
-    op, fn, slot = ins[0], ins[1], ops["slot"]
+def _evaluate(call: tuple, values: list, ops: dict) -> list | None:
+    """The arrays a call instruction computes from ``values`` (as the interpreter runs
+    it), or None where it fails or gives something other than ndarrays (it then stays
+    an instruction)."""
+    fn, args, kwargs, outs = call
+    fill = ops["fill"]
     try:
         with np.errstate(all="ignore"):  # every replay computes these; warnings aside
-            if op == ops["unary"]:
-                result = fn(values[ins[2]])
-            elif op == ops["binary"]:
-                result = fn(values[ins[2]], values[ins[3]])
-            elif op == ops["right"]:
-                result = fn(values[ins[2]], ins[3])
-            elif op == ops["left"]:
-                result = fn(ins[2], values[ins[3]])
-            else:
-                args = _filled(ins[2], values, slot)
-                result = fn(*args, **{k: _filled(v, values, slot) for k, v in ins[3].items()})
+            result = fn(*fill(args, values), **{k: fill(v, values) for k, v in kwargs.items()})
     except Exception:  # noqa: BLE001  (left as an instruction: it fails or not as recorded)
         return None
-    items = list(result) if isinstance(result, (tuple, list)) else [result]
-    arrays = [np.asarray(r) if isinstance(r, np.generic) else r for r in items]
-    if not all(type(a) is np.ndarray for a in arrays):
+    arrays = ops["unpack"](result, len(outs))
+    if len(arrays) != len(outs) or not all(type(a) is np.ndarray for a in arrays):
         return None
     return arrays
 
@@ -102,20 +57,22 @@ def folded(code: list, template: list, outputs: set[int], ops: dict) -> tuple[li
     the new ``template``. ``code`` and ``template`` themselves where nothing folds or
     the constants would grow more than :data:`GROWTH` times.
 
-    ``outputs`` are the program's output slots; ``ops`` names its opcodes (see
-    ``funcdiff.replay.program``).
+    ``outputs`` are the program's output slots; ``ops`` names its opcodes and helpers
+    (see ``funcdiff.replay.program``).
     """
     writes = [k for k, ins in enumerate(code) if ins[0] in ops["inplace_kinds"]]
     values = list(template)
     gone: set[int] = set()
     for k in range(writes[-1] + 1 if writes else 0, len(code)):
-        ins = code[k]
-        reads = _reads(ins, ops)
-        outs = _writes(ins, ops) if reads else []
+        call = as_call(code[k], ops)
+        if call is None or call[0] is None:  # not a call, or a copy (nothing to save)
+            continue
+        outs = call[3]
+        reads = [s for s in slots_used(code[k], ops) if s not in outs]
         if not reads or any(values[s] is None for s in reads) or outputs.intersection(outs):
             continue
-        arrays = _evaluate(ins, values, ops)
-        if arrays is None or len(arrays) != len(outs):
+        arrays = _evaluate(call, values, ops)
+        if arrays is None:
             continue
         for s, a in zip(outs, arrays):
             values[s] = a

@@ -470,6 +470,7 @@ _OPCODES = {
     "inplace": _INPLACE,
     "copy": _COPY,
     "unpack": _unpack,
+    "fill": _fill,
     "guard_check": _guard,
     "slot": Slot,
     "inplace_kinds": (_COPY_INTO, _SET_ITEM, _INPLACE),

@@ -166,12 +166,10 @@ def lower(
 
 def runner(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` run with JAX in float64 (the compiled kernels' arguments keep their dtype)."""
-    import jax
-
-    float64 = jax.enable_x64  # a context manager (the generator-based x64() costs 1 us more)
+    from funcdiff.replay.jit._lower import x64
 
     def run(*arrays: Any) -> Any:
-        with float64(True):
+        with x64():
             return fn(*arrays)
 
     return run

@@ -246,19 +246,14 @@ def _sum(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **rest: A
 
 
 def _mean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, **rest: Any) -> Any:
-    """``np.mean``; of a whole large float array, :func:`_sum`'s divided by the size
+    """``np.mean``; of a whole float array, :func:`_sum`'s divided by the size
     (as ``jax.numpy.mean`` computes it)."""
     jnp = _jax_numpy()
     if out is not None:
         raise Unsupported("mean with out=")
-    if (
-        axis is None
-        and dtype is None
-        and set(rest) <= {"keepdims"}
-        and jnp.size(a) >= ROW_SUM_SIZE
-        and jnp.issubdtype(jnp.result_type(a), jnp.floating)
-    ):
-        return _sum(a, **rest) / jnp.size(a)
+    whole = axis is None and dtype is None and set(rest) <= {"keepdims"}
+    if whole and jnp.issubdtype(jnp.result_type(a), jnp.floating):
+        return _sum(a, **rest) / jnp.size(a)  # (which decides how to sum it)
     return jnp.mean(a, axis=axis, dtype=dtype, **rest)
 
 

@@ -22,14 +22,14 @@ and NumPy instructions keep their order relative to every guard.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
+from funcdiff.replay._codegen import as_call
 from funcdiff.replay.jit._arrays import (
     Traced,
     Unsupported,
@@ -133,13 +133,12 @@ class _Fail(Exception):
         self.why = why
 
 
-@contextlib.contextmanager
-def x64() -> Iterator[None]:
-    """float64 inside JAX for this block only (no global setting changes)."""
+def x64() -> Any:
+    """A context manager: float64 inside JAX for its block only (no global setting
+    changes)."""
     import jax
 
-    with jax.enable_x64(True):
-        yield
+    return jax.enable_x64(True)
 
 
 def _slots(template: Any, slot_type: Any) -> list[int]:
@@ -174,21 +173,7 @@ class _Program:
         self.reads: list[list[int]] = []
         for ins in code:
             op = ins[0]
-            call: tuple | None
-            if op == ops["unary"]:
-                call = (ins[1], (slot(ins[2]),), {}, (ins[-1],))
-            elif op == ops["binary"]:
-                call = (ins[1], (slot(ins[2]), slot(ins[3])), {}, (ins[-1],))
-            elif op == ops["right"]:
-                call = (ins[1], (slot(ins[2]), ins[3]), {}, (ins[-1],))
-            elif op == ops["left"]:
-                call = (ins[1], (ins[2], slot(ins[3])), {}, (ins[-1],))
-            elif op == ops["general"]:
-                call = (ins[1], ins[2], ins[3], tuple(ins[4]))
-            elif op == ops["copy"]:
-                call = (None, (slot(ins[1]),), {}, (ins[2],))
-            else:
-                call = None
+            call = as_call(ins, ops)
             self.calls.append(call)
             if call is not None:
                 self.reads.append(_slots(call[1], slot) + _slots(call[2], slot))
